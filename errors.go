@@ -1,0 +1,193 @@
+package retry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// ErrInvalidPolicy is wrapped by the error that [Do] and [Transport.RoundTrip]
+// return, before any attempt, for a [Policy] with a negative field or another
+// value that cannot be used.
+var ErrInvalidPolicy = errors.New("retry: invalid policy")
+
+// errNilFunc is returned by Do for a nil function.
+var errNilFunc = errors.New("retry: Do called with a nil function")
+
+// StatusError is an HTTP response with a status of 400 or more, seen as an
+// error so that a [Policy] can judge it.
+//
+// The [Transport] makes one for every such response and hands it to
+// Policy.Retryable; code that calls an HTTP API through [Do] may return one
+// from its function to get the same treatment, Retry-After included.
+type StatusError struct {
+	StatusCode int            // the HTTP status code, such as 503
+	RetryAfter time.Duration  // the server's hint; 0 when it sent none
+	Message    string         // the status line's text, such as "503 Service Unavailable"
+	Response   *http.Response // set by Transport; its body is unread
+}
+
+// Error reports the status, never a header or a body.
+func (e *StatusError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = strconv.Itoa(e.StatusCode)
+		if t := http.StatusText(e.StatusCode); t != "" {
+			msg += " " + t
+		}
+	}
+	return "retry: HTTP " + msg
+}
+
+// retryable applies the status rule of [IsRetryable], with the response's
+// x-should-retry header, when present, taking precedence.
+func (e *StatusError) retryable() bool {
+	if v, ok := e.shouldRetry(); ok {
+		return v
+	}
+	return retryableStatus(e.StatusCode)
+}
+
+// shouldRetry reads the x-should-retry header that OpenAI and Anthropic send
+// to say whether a request may be retried, whatever its status.
+func (e *StatusError) shouldRetry() (v, ok bool) {
+	if e.Response == nil {
+		return false, false
+	}
+	switch e.Response.Header.Get("X-Should-Retry") {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// retryableStatus: 408, 429 and 5xx, except 501 Not Implemented and 505 HTTP
+// Version Not Supported, which fail the same way every time.
+func retryableStatus(code int) bool {
+	switch {
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return true
+	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
+		return false
+	}
+	return code >= 500 && code <= 599
+}
+
+// Reason says why retrying stopped without success.
+type Reason string
+
+const (
+	// ReasonMaxAttempts: the last allowed attempt failed.
+	ReasonMaxAttempts Reason = "max_attempts"
+	// ReasonDeadline: no time was left for another attempt within the
+	// Policy's Deadline or the caller's context deadline.
+	ReasonDeadline Reason = "deadline"
+)
+
+// Error is returned when retrying stops without success: the attempts or the
+// time ran out. Err is the last attempt's error, and [errors.Is] and
+// [errors.As] see through Error to it.
+type Error struct {
+	Reason   Reason // why retrying stopped
+	Attempts int    // calls to fn that were made
+	Err      error  // the last attempt's error; nil if none was made
+}
+
+// Error reports the reason, the attempts and the last error.
+func (e *Error) Error() string {
+	s := "retry: gave up after " + strconv.Itoa(e.Attempts) + " attempt"
+	if e.Attempts != 1 {
+		s += "s"
+	}
+	s += " (" + string(e.Reason) + ")"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the last attempt's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err may pass on a second try. It is the
+// default Policy.Retryable.
+//
+// It is true for an attempt's own timeout ([context.DeadlineExceeded]; the
+// loop checks first that the caller's context is alive), a [net.Error] that
+// timed out, a dropped or refused connection (ECONNRESET, ECONNREFUSED,
+// ECONNABORTED, EPIPE, [io.ErrUnexpectedEOF], [io.EOF]), a failed dial or a
+// temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
+// other than 501 and 505. A response header x-should-retry: true or false, as
+// OpenAI and Anthropic send, overrides the status rule.
+//
+// It is false for everything else: other 4xx statuses, [context.Canceled],
+// TLS certificate errors, a bad URL or scheme, redirect loops, and any error
+// it does not know.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		return se.retryable()
+	}
+	if isCertificateError(err) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	if isConnectionError(err) {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF)
+}
+
+// isConnectionError reports an error raised while establishing the
+// connection (DNS, dial, a refused connection), before any byte of the
+// request could reach the server. Such a request was certainly not
+// processed, so even a POST may be sent again. A certificate error is not
+// one: it will fail the same way again.
+func isConnectionError(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	if de, ok := errors.AsType[*net.DNSError](err); ok {
+		return de.IsTemporary || de.IsTimeout
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok {
+		return oe.Op == "dial" && !isCertificateError(err)
+	}
+	return false
+}
+
+// isCertificateError reports TLS verification failures, which repeat on
+// every try.
+func isCertificateError(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[x509.CertificateInvalidError](err)
+	return ok
+}

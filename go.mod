@@ -1,0 +1,8 @@
+module github.com/retrykit/retry
+
+go 1.26
+
+require (
+	github.com/jonboulle/clockwork v0.5.0
+	go.uber.org/goleak v1.3.0
+)

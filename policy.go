@@ -1,0 +1,313 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// The defaults that a zero [Policy] field takes.
+const (
+	DefaultMaxAttempts    = 5
+	DefaultAttemptTimeout = 10 * time.Second
+	DefaultDeadline       = 60 * time.Second
+	DefaultBase           = 500 * time.Millisecond
+	DefaultCap            = 30 * time.Second
+)
+
+// Policy says how often, how long and how patiently to retry.
+//
+// The zero Policy is ready to use: every zero field takes its documented
+// default, and a Policy is never written to by this package. A negative
+// field is a configuration error: [Do] and [Transport.RoundTrip] then return
+// an error wrapping [ErrInvalidPolicy] before any attempt. A Policy is a
+// plain value; one may be shared by many goroutines as long as its functions
+// are safe for concurrent use.
+type Policy struct {
+	// MaxAttempts is the number of calls to the function at most, the
+	// first one included. Zero means DefaultMaxAttempts; 1 disables retries.
+	MaxAttempts int
+
+	// AttemptTimeout bounds one attempt; it is cut to the time left before
+	// Deadline. For the Transport it runs until the response headers arrive:
+	// reading the body is bounded by the caller's context only. Zero means
+	// DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
+
+	// Deadline bounds the whole call, attempts and sleeps included. Zero
+	// means DefaultDeadline.
+	Deadline time.Duration
+
+	// Base and Cap shape the backoff: the delay after attempt n is drawn
+	// from [0, min(Cap, Base*2^(n-1))] (see Backoff). Zero means DefaultBase
+	// and DefaultCap.
+	Base, Cap time.Duration
+
+	// Retryable decides whether an attempt's error may pass on another try.
+	// Nil means IsRetryable.
+	Retryable func(error) bool
+
+	// Clock measures the Deadline and dates Retry-After hints. Nil means the
+	// real clock. Attempt timeouts always run in real time.
+	Clock clockwork.Clock
+
+	// Sleep waits d between attempts and returns ctx.Err() if ctx is done
+	// first. Nil means waiting on Clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Rand returns the jitter factor, in [0, 1]; values outside are clamped
+	// and NaN counts as 1. Nil means math/rand/v2.
+	Rand func() float64
+
+	// OnRetry is called once per retry, before the sleep, for logging and
+	// metrics. It must not block for long. Nil means none.
+	OnRetry func(Event)
+}
+
+// Event describes one retry, for Policy.OnRetry.
+type Event struct {
+	Attempt int           // the attempt that just failed, counting from 1
+	Err     error         // its error; a *StatusError for a retryable HTTP status
+	Delay   time.Duration // the sleep about to happen
+}
+
+// Do calls fn until it succeeds, by the rules of p, and returns its result.
+//
+// Each call of fn gets a context that is done when the attempt's time is up
+// (AttemptTimeout, cut to what is left of Deadline) or when ctx is done; fn
+// must return soon after that context is done, since Do cannot stop it.
+//
+// Do returns fn's result on success. It returns fn's error unchanged when
+// Policy.Retryable rejects it. It returns a [*Error] when the attempts or the
+// time run out, wrapping the last error. When ctx is done it returns at once,
+// without another attempt, an error for which errors.Is(err, ctx.Err())
+// holds. A nil fn or a Policy with a negative field is an error, returned
+// before any attempt.
+func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if fn == nil {
+		return zero, errNilFunc
+	}
+	var l loop
+	if err := l.init(ctx, &p); err != nil {
+		return zero, err
+	}
+	for {
+		timeout, err := l.begin()
+		if err != nil {
+			return zero, err
+		}
+		a := newAttempt(ctx, timeout)
+		v, err := fn(a)
+		a.release()
+		if err == nil {
+			return v, nil
+		}
+		if err := l.failed(err, l.retryable(err)); err != nil {
+			return zero, err
+		}
+	}
+}
+
+// loop is the state of one call's retries, shared by Do and Transport.
+type loop struct {
+	ctx     context.Context
+	p       *Policy
+	start   time.Time
+	attempt int   // attempts begun
+	last    error // the last retryable error
+}
+
+func (l *loop) init(ctx context.Context, p *Policy) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	l.ctx, l.p = ctx, p
+	l.start = p.now()
+	return nil
+}
+
+// begin starts the next attempt (steps 2 and 3 of the loop): it returns the
+// attempt's timeout, or the error to return when none may start.
+func (l *loop) begin() (time.Duration, error) {
+	if err := l.ctx.Err(); err != nil {
+		return 0, l.canceled(nil)
+	}
+	remaining := l.p.deadline() - l.p.since(l.start)
+	if remaining <= 0 {
+		return 0, l.giveUp(ReasonDeadline)
+	}
+	l.attempt++
+	return min(l.p.attemptTimeout(), remaining), nil
+}
+
+func (l *loop) retryable(err error) bool {
+	if l.p.Retryable != nil {
+		return l.p.Retryable(err)
+	}
+	return IsRetryable(err)
+}
+
+// failed takes an attempt's error (steps 4 to 8 of the loop). It returns
+// nil after sleeping when another attempt may begin, or the error the call
+// ends with. retry says whether the error may pass on another try.
+func (l *loop) failed(err error, retry bool) error {
+	if l.ctx.Err() != nil {
+		return l.canceled(err)
+	}
+	if !retry {
+		return err
+	}
+	l.last = err
+	delay, err := l.delay()
+	if err != nil {
+		return err
+	}
+	return l.sleep(delay)
+}
+
+// delay computes the sleep before the next attempt (steps 5 to 7), or the
+// error to stop with.
+func (l *loop) delay() (time.Duration, error) {
+	if l.attempt >= l.p.maxAttempts() {
+		return 0, l.giveUp(ReasonMaxAttempts)
+	}
+	delay := Backoff(l.attempt, l.p.base(), l.p.cap(), l.p.Rand)
+	if hint, ok := retryAfter(l.last); ok && hint > delay {
+		delay = hint
+	}
+	elapsed := l.p.since(l.start)
+	if delay >= l.p.deadline()-elapsed {
+		return 0, l.giveUp(ReasonDeadline)
+	}
+	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {
+		return 0, l.giveUp(ReasonDeadline)
+	}
+	return delay, nil
+}
+
+// sleep reports the retry and waits (step 8).
+func (l *loop) sleep(delay time.Duration) error {
+	if l.p.OnRetry != nil {
+		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay})
+	}
+	var err error
+	if l.p.Sleep != nil {
+		err = l.p.Sleep(l.ctx, delay)
+	} else {
+		err = sleepOn(l.ctx, l.p.Clock, delay)
+	}
+	if err != nil || l.ctx.Err() != nil {
+		return l.canceled(nil)
+	}
+	return nil
+}
+
+func (l *loop) giveUp(r Reason) error {
+	return &Error{Reason: r, Attempts: l.attempt, Err: l.last}
+}
+
+// canceled builds the error for a caller whose context is done: it satisfies
+// errors.Is(err, ctx.Err()) and, when there is one, carries the attempt's
+// error (or else the last retryable one) for errors.As.
+func (l *loop) canceled(err error) error {
+	cerr := l.ctx.Err()
+	if cerr == nil { // a custom Sleep failed on its own
+		cerr = context.Canceled
+	}
+	if err == nil {
+		err = l.last
+	}
+	switch {
+	case err == nil:
+		return cerr
+	case errors.Is(err, cerr):
+		return err
+	}
+	return fmt.Errorf("retry: %w after %d attempts; last error: %w", cerr, l.attempt, err)
+}
+
+// retryAfter returns the server's hint carried by err, if any.
+func retryAfter(err error) (time.Duration, bool) {
+	se, ok := errors.AsType[*StatusError](err)
+	if !ok || se.RetryAfter <= 0 {
+		return 0, false
+	}
+	return se.RetryAfter, true
+}
+
+// sleepOn waits d on c (nil: the real clock) or until ctx is done.
+func sleepOn(ctx context.Context, c clockwork.Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if c == nil {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Policy) validate() error {
+	bad := func(field string, v any) error {
+		return fmt.Errorf("%w: %s is %v; it must not be negative", ErrInvalidPolicy, field, v)
+	}
+	switch {
+	case p.MaxAttempts < 0:
+		return bad("MaxAttempts", p.MaxAttempts)
+	case p.AttemptTimeout < 0:
+		return bad("AttemptTimeout", p.AttemptTimeout)
+	case p.Deadline < 0:
+		return bad("Deadline", p.Deadline)
+	case p.Base < 0:
+		return bad("Base", p.Base)
+	case p.Cap < 0:
+		return bad("Cap", p.Cap)
+	}
+	return nil
+}
+
+func (p *Policy) now() time.Time {
+	if p.Clock == nil {
+		return time.Now()
+	}
+	return p.Clock.Now()
+}
+
+func (p *Policy) since(t time.Time) time.Duration {
+	if p.Clock == nil {
+		return time.Since(t)
+	}
+	return p.Clock.Since(t)
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (p *Policy) maxAttempts() int { return orDefault(p.MaxAttempts, DefaultMaxAttempts) }
+func (p *Policy) attemptTimeout() time.Duration {
+	return orDefault(p.AttemptTimeout, DefaultAttemptTimeout)
+}
+func (p *Policy) deadline() time.Duration { return orDefault(p.Deadline, DefaultDeadline) }
+func (p *Policy) base() time.Duration     { return orDefault(p.Base, DefaultBase) }
+func (p *Policy) cap() time.Duration      { return orDefault(p.Cap, DefaultCap) }

@@ -1,0 +1,151 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// Transport is an [net/http.RoundTripper] that retries requests by the rules
+// of its Policy. Put it in an [net/http.Client] (or hand such a client to an
+// SDK) and every request through it is retried when that is safe and useful.
+//
+// A response with status 400 or more is judged as a [*StatusError] by
+// Policy.Retryable. A response that is not retried is returned unchanged
+// with a nil error, as the RoundTripper contract requires; when retrying
+// stops on a retryable status, the last response is returned, its body
+// unread. When retrying stops on an error, RoundTrip returns a [*Error]
+// wrapping it. It never returns a response and an error together.
+//
+// Only what may run twice runs twice: GET, HEAD, OPTIONS, TRACE, PUT and
+// DELETE; other methods, such as POST, only with an Idempotency-Key or
+// X-Idempotency-Key header, or after a failure that proves the server did
+// not process the request (a 429, an error while connecting, or an
+// x-should-retry: true header). A request whose body cannot be rewound
+// through GetBody is sent once. The caller's request is never modified.
+//
+// Discarded responses are drained (at most 64 KiB) and closed, so their
+// connections are reused. The attempt timeout ends when the response headers
+// arrive: reading the body is bounded by the caller's context only.
+//
+// The zero Transport is ready to use: http.DefaultTransport with the default
+// Policy. A Transport holds no per-request state and is safe for concurrent
+// use by multiple goroutines; its fields must not change while it is in use.
+type Transport struct {
+	// Base sends each attempt. Nil means http.DefaultTransport. The
+	// Transport never reconfigures it nor closes its idle connections.
+	Base http.RoundTripper
+
+	// Policy says how often and how long to retry. The zero Policy takes
+	// the defaults.
+	Policy Policy
+}
+
+// NewTransport returns a Transport that sends attempts through base (nil:
+// http.DefaultTransport) and retries by p.
+func NewTransport(base http.RoundTripper, p Policy) *Transport {
+	return &Transport{Base: base, Policy: p}
+}
+
+// errNilResponse reports a base RoundTripper that broke its contract.
+var errNilResponse = errors.New("retry: base RoundTripper returned a nil response and a nil error")
+
+// RoundTrip sends req, retrying it by the Transport's rules; see [Transport].
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var l loop
+	if err := l.init(req.Context(), &t.Policy); err != nil {
+		closeBody(req.Body)
+		return nil, err
+	}
+	base := t.base()
+	rewind := rewindable(req)
+	replay := rewind && replayable(req)
+	body := req.Body // the body of the next attempt, not yet handed on
+	for {
+		timeout, err := l.begin()
+		if err != nil {
+			closeBody(body)
+			return nil, err
+		}
+		if l.attempt > 1 {
+			if body, err = nextBody(req); err != nil {
+				return nil, &Error{Reason: ReasonMaxAttempts, Attempts: l.attempt - 1,
+					Err: errors.Join(errors.New("retry: GetBody failed"), err, l.last)}
+			}
+		}
+		x := new(exchange)
+		x.ctx.init(req.Context(), timeout)
+		areq := req.WithContext(&x.ctx)
+		areq.Body, body = body, nil
+		resp, err := base.RoundTrip(areq)
+		if err == nil && resp == nil {
+			err = errNilResponse
+		}
+		if err != nil {
+			if resp != nil && resp.Body != nil {
+				_ = resp.Body.Close() // a base that broke the contract
+			}
+			if x.ctx.timedOut() && !errors.Is(err, context.DeadlineExceeded) {
+				err = &attemptTimeoutError{err}
+			}
+			x.ctx.release()
+			again := rewind && (replay || isConnectionError(err)) && l.retryable(err)
+			if err := l.failed(err, again); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if resp.StatusCode < 400 {
+			return x.deliver(resp), nil
+		}
+		se := &StatusError{StatusCode: resp.StatusCode, Message: resp.Status, Response: resp}
+		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
+		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) || !l.retryable(se) {
+			return x.deliver(resp), nil
+		}
+		l.last = se
+		delay, stop := l.delay()
+		if stop != nil {
+			return x.deliver(resp), nil
+		}
+		x.discard(resp)
+		if err := l.sleep(delay); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base == nil {
+		return http.DefaultTransport
+	}
+	return t.Base
+}
+
+// replayable reports whether req may be sent again after a failure the
+// server may have processed: its method is idempotent (RFC 9110, section
+// 9.2.2), or it carries an idempotency key. A key present with a nil value
+// counts: net/http's convention for "idempotent, but send no key".
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
+	return ok
+}
+
+// notProcessed reports a status response that proves the request did not
+// take effect, or that the server says may be sent again: a 429, or an
+// x-should-retry: true header.
+func notProcessed(se *StatusError) bool {
+	if se.StatusCode == http.StatusTooManyRequests {
+		return true
+	}
+	v, ok := se.shouldRetry()
+	return ok && v
+}

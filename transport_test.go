@@ -1,0 +1,850 @@
+package retry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrykit/retry/retrytest"
+)
+
+// newRequest makes a request bound to the test's context, failing the test
+// on error.
+func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestTransportJudgesStatusesByPolicy(t *testing.T) {
+	type seen struct {
+		StatusCode  int
+		RetryAfter  time.Duration
+		HasResponse bool
+	}
+	tests := []struct {
+		name       string
+		steps      []retrytest.Step
+		retry      func(code int) bool
+		want       []seen
+		wantStatus int
+		wantBody   string
+	}{
+		{
+			name:  "retryable status, then success",
+			steps: []retrytest.Step{retrytest.Status(503, "Retry-After", "3"), {Body: "ok"}},
+			retry: func(code int) bool { return code == 503 },
+			want:  []seen{{StatusCode: 503, RetryAfter: 3 * time.Second, HasResponse: true}},
+			// A status below 400 is not judged.
+			wantStatus: 200, wantBody: "ok",
+		},
+		{
+			name:       "status the policy rejects",
+			steps:      []retrytest.Step{{Status: 503, Body: "busy"}},
+			retry:      func(int) bool { return false },
+			want:       []seen{{StatusCode: 503, HasResponse: true}},
+			wantStatus: 503, wantBody: "busy",
+		},
+		{
+			name:       "status the policy accepts although IsRetryable would not",
+			steps:      []retrytest.Step{{Status: 400}, {Body: "ok"}},
+			retry:      func(int) bool { return true },
+			want:       []seen{{StatusCode: 400, HasResponse: true}},
+			wantStatus: 200, wantBody: "ok",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t, tt.steps...)
+			var mu sync.Mutex
+			var got []seen
+			c, _ := newClient(t, Policy{Retryable: func(err error) bool {
+				se, ok := errors.AsType[*StatusError](err)
+				if !ok {
+					t.Errorf("Retryable got %T %v, want a *StatusError", err, err)
+					return false
+				}
+				mu.Lock()
+				got = append(got, seen{se.StatusCode, se.RetryAfter, se.Response != nil})
+				mu.Unlock()
+				return tt.retry(se.StatusCode)
+			}})
+			resp, err := c.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+			wantUnread(t, resp, tt.wantBody)
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("errors judged by Retryable (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTransportReturnsResponseNotRetriedUnchanged(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Step{
+		Status: 404, Header: http.Header{"X-Request-Id": {"r1"}}, Body: "no such model",
+	})
+	c, ft := newClient(t, Policy{})
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("err = %v, want nil", err)
+	}
+	if resp.StatusCode != 404 || resp.Header.Get("X-Request-Id") != "r1" {
+		t.Errorf("got %d with X-Request-Id %q, want 404 with r1", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
+	wantUnread(t, resp, "no such model")
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+	if s := ft.Sleeps(); len(s) != 0 {
+		t.Errorf("slept %v, want no sleep", s)
+	}
+}
+
+func TestTransportGivesUpOnStatusWithLastResponse(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t,
+		retrytest.Step{Status: 503, Body: "first"},
+		retrytest.Step{Status: 503, Body: "second"},
+		retrytest.Step{Status: 503, Body: "third"},
+	)
+	c, ft := newClient(t, Policy{MaxAttempts: 3})
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("err = %v, want nil", err)
+	}
+	if resp.StatusCode != 503 {
+		t.Errorf("status = %d, want 503", resp.StatusCode)
+	}
+	wantUnread(t, resp, "third")
+	if n := srv.Requests(); n != 3 {
+		t.Errorf("server got %d requests, want 3", n)
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second} // none after the last
+	if diff := cmp.Diff(want, ft.Sleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+}
+
+func TestTransportGivesUpOnErrorWithError(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Step{Reset: true})
+	c, _ := newClient(t, Policy{MaxAttempts: 3})
+	resp, err := c.Get(srv.URL)
+	if resp != nil {
+		resp.Body.Close()
+		t.Errorf("got a response with the error %v", err)
+	}
+	if _, ok := errors.AsType[*url.Error](err); !ok {
+		t.Errorf("err = %v, want a *url.Error from the client", err)
+	}
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
+		t.Fatalf("err = %v, want a *Error inside", err)
+	}
+	if e.Attempts != 3 || e.Reason != ReasonMaxAttempts || e.Err == nil {
+		t.Errorf("got Attempts %d, Reason %q, Err %v; want 3, %q and the last error",
+			e.Attempts, e.Reason, e.Err, ReasonMaxAttempts)
+	}
+	if n := srv.Requests(); n != 3 {
+		t.Errorf("server got %d requests, want 3", n)
+	}
+}
+
+func TestTransportRetriesOnlyWhatMayRunTwice(t *testing.T) {
+	fail500 := []retrytest.Step{{Status: 500}, {Body: "ok"}}
+	reset := []retrytest.Step{{Reset: true}, {Body: "ok"}}
+	hang := []retrytest.Step{{Hang: true}, {Body: "ok"}}
+	key := func(k string) http.Header { return http.Header{k: {"k1"}} }
+	tests := []struct {
+		name      string
+		method    string
+		header    http.Header
+		steps     []retrytest.Step
+		wantTries int // requests the server receives
+		wantCode  int // the status returned; 0: an error returned as it came
+	}{
+		{name: "GET on 500", method: "GET", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "HEAD on 500", method: "HEAD", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "OPTIONS on 500", method: "OPTIONS", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "TRACE on 500", method: "TRACE", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "PUT on 500", method: "PUT", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "DELETE on 500", method: "DELETE", steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "GET on reset", method: "GET", steps: reset, wantTries: 2, wantCode: 200},
+		{name: "POST on 500", method: "POST", steps: fail500, wantTries: 1, wantCode: 500},
+		{name: "PATCH on 500", method: "PATCH", steps: fail500, wantTries: 1, wantCode: 500},
+		{name: "POST on reset", method: "POST", steps: reset, wantTries: 1},
+		{name: "PATCH on reset", method: "PATCH", steps: reset, wantTries: 1},
+		{name: "POST on attempt timeout", method: "POST", steps: hang, wantTries: 1},
+		{name: "PATCH on attempt timeout", method: "PATCH", steps: hang, wantTries: 1},
+		{name: "POST with Idempotency-Key on 500", method: "POST", header: key("Idempotency-Key"),
+			steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "POST with X-Idempotency-Key on 500", method: "POST", header: key("X-Idempotency-Key"),
+			steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "POST with nil Idempotency-Key on 500", method: "POST", header: http.Header{"Idempotency-Key": nil},
+			steps: fail500, wantTries: 2, wantCode: 200},
+		{name: "PATCH with Idempotency-Key on reset", method: "PATCH", header: key("Idempotency-Key"),
+			steps: reset, wantTries: 2, wantCode: 200},
+		{name: "POST on 429", method: "POST", steps: []retrytest.Step{{Status: 429}, {Body: "ok"}},
+			wantTries: 2, wantCode: 200},
+		{name: "POST on 500 with x-should-retry: true", method: "POST",
+			steps:     []retrytest.Step{retrytest.Status(500, "X-Should-Retry", "true"), {Body: "ok"}},
+			wantTries: 2, wantCode: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t, tt.steps...)
+			c, _ := newClient(t, Policy{AttemptTimeout: 100 * time.Millisecond})
+			req := newRequest(t, tt.method, srv.URL, strings.NewReader(`{"n":1}`))
+			maps.Copy(req.Header, tt.header)
+			resp, err := c.Do(req)
+			if n := srv.Requests(); n != tt.wantTries {
+				t.Errorf("server got %d requests, want %d", n, tt.wantTries)
+			}
+			switch {
+			case tt.wantCode == 0 && err == nil:
+				resp.Body.Close()
+				t.Errorf("got status %d, want the attempt's error", resp.StatusCode)
+			case tt.wantCode == 0:
+				if _, ok := errors.AsType[*Error](err); ok {
+					t.Errorf("err = %v, want the attempt's error, not a *Error", err)
+				}
+			case err != nil:
+				t.Errorf("err = %v, want status %d", err, tt.wantCode)
+			default:
+				resp.Body.Close()
+				if resp.StatusCode != tt.wantCode {
+					t.Errorf("status = %d, want %d", resp.StatusCode, tt.wantCode)
+				}
+			}
+		})
+	}
+}
+
+// TestTransportRetriesPostWhenConnectionRefused: a refused connection
+// proves the request never reached a server, so even a bare POST is sent
+// again. No server sees the attempts; the base counts them.
+func TestTransportRetriesPostWhenConnectionRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cb := &countingBase{base: newBase(t)}
+	p, _ := fakeTime(Policy{MaxAttempts: 3})
+	c := &http.Client{Transport: NewTransport(cb, p)}
+	resp, err := c.Post("http://"+addr+"/v1/responses", "application/json", strings.NewReader("{}"))
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if n := cb.attempts.Load(); n != 3 {
+		t.Errorf("made %d attempts, want 3", n)
+	}
+	if e, ok := errors.AsType[*Error](err); !ok || e.Attempts != 3 || e.Reason != ReasonMaxAttempts {
+		t.Errorf("err = %v, want a *Error after 3 attempts (%s)", err, ReasonMaxAttempts)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("err = %v, want ECONNREFUSED inside", err)
+	}
+}
+
+func TestTransportRewindsBodiesThroughGetBody(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Status(503), retrytest.Status(503), retrytest.Step{Body: "ok"})
+	// net/http may itself rewind a spent body through GetBody, so the
+	// base records which body each attempt was given.
+	base := newBase(t)
+	var sent []io.ReadCloser
+	p, _ := fakeTime(Policy{})
+	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sent = append(sent, req.Body)
+		return base.RoundTrip(req)
+	}), p)
+	payload := `{"model":"m","input":"hello"}`
+	req := newRequest(t, "POST", srv.URL, nil)
+	req.Header.Set("Idempotency-Key", "k1")
+	src := &bodySource{data: payload}
+	src.attach(req, true)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnread(t, resp, "ok")
+	var bodies []string
+	for _, r := range srv.Received() {
+		bodies = append(bodies, string(r.Body))
+	}
+	if diff := cmp.Diff([]string{payload, payload, payload}, bodies); diff != "" {
+		t.Errorf("bodies received (-want +got):\n%s", diff)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	// The first attempt sends req.Body, each later one a body of its own.
+	if len(sent) != 3 || len(src.bodies) != 3 || sent[0] != req.Body ||
+		sent[1] != src.bodies[1] || sent[2] != src.bodies[2] {
+		t.Errorf("attempts sent bodies %v; want req.Body, then one fresh from GetBody each, %v", sent, src.bodies)
+	}
+}
+
+func TestTransportSendsOnceWithoutGetBody(t *testing.T) {
+	tests := []struct {
+		name     string
+		step     retrytest.Step
+		wantCode int // 0: an error
+	}{
+		{name: "retryable status", step: retrytest.Step{Status: 503, Body: "busy"}, wantCode: 503},
+		{name: "reset", step: retrytest.Step{Reset: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t, tt.step, retrytest.Step{Body: "ok"})
+			// Counted at the base: an attempt with a spent body might not
+			// reach the server.
+			cb := &countingBase{base: newBase(t)}
+			p, _ := fakeTime(Policy{})
+			c := &http.Client{Transport: NewTransport(cb, p)}
+			req := newRequest(t, "PUT", srv.URL, nil)
+			req.Body = io.NopCloser(strings.NewReader("payload"))
+			req.ContentLength = int64(len("payload"))
+			req.Header.Set("Idempotency-Key", "k1")
+			resp, err := c.Do(req)
+			if tt.wantCode == 0 {
+				if err == nil {
+					resp.Body.Close()
+					t.Errorf("got status %d, want an error", resp.StatusCode)
+				}
+			} else if err != nil || resp.StatusCode != tt.wantCode {
+				t.Fatalf("got %v, want status %d", err, tt.wantCode)
+			} else {
+				wantUnread(t, resp, "busy")
+			}
+			if n := cb.attempts.Load(); n != 1 {
+				t.Errorf("made %d attempts, want 1", n)
+			}
+		})
+	}
+}
+
+// requestView is what a caller can see of its request, for checking that
+// RoundTrip left it alone.
+type requestView struct {
+	Method        string
+	URL           string
+	URLPtr        *url.URL
+	Header        http.Header
+	Body          io.ReadCloser
+	GetBody       uintptr
+	ContentLength int64
+	Ctx           context.Context
+}
+
+func viewRequest(req *http.Request) requestView {
+	return requestView{
+		Method: req.Method, URL: req.URL.String(), URLPtr: req.URL,
+		Header: req.Header.Clone(), Body: req.Body,
+		GetBody:       reflect.ValueOf(req.GetBody).Pointer(),
+		ContentLength: req.ContentLength, Ctx: req.Context(),
+	}
+}
+
+func TestTransportDoesNotModifyRequest(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Status(503), retrytest.Step{Body: "ok"})
+	p, _ := fakeTime(Policy{})
+	tr := NewTransport(newBase(t), p)
+	req := newRequest(t, "POST", srv.URL+"/v1/chat?x=1", strings.NewReader("payload"))
+	req.Header.Set("Idempotency-Key", "k1")
+	req.Header.Set("Authorization", "Bearer secret")
+	before := viewRequest(req)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnread(t, resp, "ok")
+	same := cmp.Options{ // by identity
+		cmp.Comparer(func(a, b context.Context) bool { return a == b }),
+		cmp.Comparer(func(a, b io.ReadCloser) bool { return a == b }),
+		cmp.Comparer(func(a, b *url.URL) bool { return a == b }),
+	}
+	if diff := cmp.Diff(before, viewRequest(req), same); diff != "" {
+		t.Errorf("request after RoundTrip (-before +after):\n%s", diff)
+	}
+	if n := srv.Requests(); n != 2 {
+		t.Errorf("server got %d requests, want 2", n)
+	}
+}
+
+func TestTransportClosesRequestBodyOnEveryPath(t *testing.T) {
+	tests := []struct {
+		name      string
+		steps     []retrytest.Step
+		policy    Policy
+		noRewind  bool // a body without GetBody
+		cancelled bool // the caller's context is done before the call
+	}{
+		{name: "success", steps: []retrytest.Step{{Body: "ok"}}},
+		{name: "retried, then success", steps: []retrytest.Step{{Status: 503}, {Body: "ok"}}},
+		{name: "status not retried", steps: []retrytest.Step{{Status: 404}}},
+		{name: "gave up on a status", steps: []retrytest.Step{{Status: 503}}, policy: Policy{MaxAttempts: 2}},
+		{name: "gave up on an error", steps: []retrytest.Step{{Reset: true}}, policy: Policy{MaxAttempts: 2}},
+		{name: "deadline before a retry", steps: []retrytest.Step{retrytest.Status(503, "Retry-After", "3600")}},
+		{name: "sent once without GetBody", steps: []retrytest.Step{{Status: 503}}, noRewind: true},
+		{name: "invalid policy", policy: Policy{MaxAttempts: -1}},
+		{name: "context already cancelled", cancelled: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t, tt.steps...)
+			c, _ := newClient(t, tt.policy)
+			ctx, cancel := context.WithCancel(t.Context())
+			if tt.cancelled {
+				cancel()
+			}
+			defer cancel()
+			req := newRequest(t, "PUT", srv.URL, nil).WithContext(ctx)
+			src := &bodySource{data: "payload"}
+			src.attach(req, !tt.noRewind)
+			if resp, err := c.Do(req); err == nil {
+				readAll(t, resp)
+			}
+			if made, open := src.open(); open != 0 {
+				t.Errorf("%d of %d request bodies left open", open, made)
+			}
+		})
+	}
+}
+
+func TestTransportDrainsAndClosesDiscardedResponses(t *testing.T) {
+	tests := []struct {
+		name      string
+		size      int64
+		wantConns int
+	}{
+		{name: "small bodies reuse the connection", size: 100, wantConns: 1},
+		// A body too long to drain costs its connection.
+		{name: "1 MiB bodies are cut short", size: 1 << 20, wantConns: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t,
+				retrytest.Step{Status: 503, BodySize: tt.size},
+				retrytest.Step{Status: 503, BodySize: tt.size},
+				retrytest.Step{Body: "ok"})
+			cb := &countingBase{base: newBase(t)}
+			p, _ := fakeTime(Policy{})
+			resp, err := NewTransport(cb, p).RoundTrip(newRequest(t, "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			discarded := cb.closed()
+			if len(discarded) != 2 {
+				t.Errorf("%d responses closed before the last returned, want 2", len(discarded))
+			}
+			for i, b := range discarded {
+				if n := b.read.Load(); n != min(tt.size, maxDrain) {
+					t.Errorf("discarded response %d: read %d bytes, want %d", i, n, min(tt.size, maxDrain))
+				}
+			}
+			wantUnread(t, resp, "ok")
+			if n := srv.Conns(); n != tt.wantConns {
+				t.Errorf("server saw %d connections, want %d", n, tt.wantConns)
+			}
+		})
+	}
+}
+
+// TestTransportDrainStopsAtAttemptTimeout: draining a body that never ends
+// must not hold the retry up past the attempt's timeout.
+func TestTransportDrainStopsAtAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Step{Status: 503, Body: "partial", Stall: true}, retrytest.Step{Body: "ok"})
+	c, _ := newClient(t, Policy{AttemptTimeout: 50 * time.Millisecond})
+	start := time.Now()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnread(t, resp, "ok")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v; the stalled body held the retry up", d)
+	}
+}
+
+// slowBody sends the headers at once, then ten lines of body 30 ms apart.
+func slowBody(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	for i := range 10 {
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "line %d\n", i)
+		_ = rc.Flush()
+	}
+}
+
+func TestTransportAttemptTimeoutEndsAtHeaders(t *testing.T) {
+	t.Parallel()
+	t.Run("body outlives the timeout", func(t *testing.T) {
+		t.Parallel()
+		srv := retrytest.NewServer(t, retrytest.Step{Func: slowBody})
+		c, _ := newClient(t, Policy{AttemptTimeout: 50 * time.Millisecond})
+		start := time.Now()
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		for i := range 10 {
+			fmt.Fprintf(&want, "line %d\n", i)
+		}
+		wantUnread(t, resp, want.String())
+		if d := time.Since(start); d < 250*time.Millisecond {
+			t.Errorf("body read in %v; the server should take about 300ms", d)
+		}
+	})
+	t.Run("hang before headers is cut and retried", func(t *testing.T) {
+		t.Parallel()
+		srv := retrytest.NewServer(t, retrytest.Step{Hang: true}, retrytest.Step{Body: "ok"})
+		c, _ := newClient(t, Policy{AttemptTimeout: 50 * time.Millisecond})
+		start := time.Now()
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUnread(t, resp, "ok")
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("took %v, want about the 50ms attempt timeout", d)
+		}
+		if n := srv.Requests(); n != 2 {
+			t.Errorf("server got %d requests, want 2", n)
+		}
+	})
+}
+
+func TestTransportReleasesAttemptContextWithBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		finish func(io.ReadCloser) // what the caller does; nil: nothing
+	}{
+		{name: "closed unread", method: "GET", finish: func(b io.ReadCloser) { b.Close() }},
+		{name: "read to EOF", method: "GET", finish: func(b io.ReadCloser) { _, _ = io.ReadAll(b) }},
+		{name: "no body", method: "HEAD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t, retrytest.Step{Body: "ok"})
+			var actx context.Context
+			base := newBase(t)
+			tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				actx = req.Context()
+				return base.RoundTrip(req)
+			}), Policy{})
+			resp, err := tr.RoundTrip(newRequest(t, tt.method, srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if tt.finish != nil {
+				if err := actx.Err(); err != nil {
+					t.Fatalf("attempt context done before the body was finished: %v", err)
+				}
+				tt.finish(resp.Body)
+			}
+			if actx.Err() == nil {
+				t.Error("attempt context still alive after the body was finished")
+			}
+		})
+	}
+}
+
+// upgradeConn is a 101 response body: the connection both ways.
+type upgradeConn struct {
+	io.Reader
+	written bytes.Buffer
+}
+
+func (c *upgradeConn) Write(p []byte) (int, error) { return c.written.Write(p) }
+func (c *upgradeConn) Close() error                { return nil }
+
+func TestTransportKeepsWriterOnBody(t *testing.T) {
+	tests := []struct {
+		name       string
+		body       io.ReadCloser
+		wantWriter bool
+	}{
+		{name: "101 Switching Protocols", body: &upgradeConn{Reader: strings.NewReader("pong")}, wantWriter: true},
+		{name: "plain body", body: io.NopCloser(strings.NewReader("pong"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				code := http.StatusOK
+				if tt.wantWriter {
+					code = http.StatusSwitchingProtocols
+				}
+				return &http.Response{StatusCode: code, Header: http.Header{}, Body: tt.body, Request: req}, nil
+			}), Policy{})
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/ws", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			w, ok := resp.Body.(io.Writer)
+			if ok != tt.wantWriter {
+				t.Fatalf("body is an io.Writer: %v, want %v", ok, tt.wantWriter)
+			}
+			if ok {
+				if _, err := io.WriteString(w, "ping"); err != nil {
+					t.Fatal(err)
+				}
+				if got := tt.body.(*upgradeConn).written.String(); got != "ping" {
+					t.Errorf("the connection got %q, want %q", got, "ping")
+				}
+			}
+			if got, _ := io.ReadAll(resp.Body); string(got) != "pong" {
+				t.Errorf("read %q, want %q", got, "pong")
+			}
+		})
+	}
+}
+
+func TestTransportSleepsForRetryAfter(t *testing.T) {
+	pairs := func(kv ...string) func(time.Time) []string {
+		return func(time.Time) []string { return kv }
+	}
+	tests := []struct {
+		name   string
+		header func(now time.Time) []string // the hint, given the fake clock's time
+		want   time.Duration
+	}{
+		{name: "delta-seconds", header: pairs("Retry-After", "7"), want: 7 * time.Second},
+		{name: "HTTP-date", want: 9 * time.Second, header: func(now time.Time) []string {
+			return []string{"Retry-After", now.Add(9 * time.Second).Format(http.TimeFormat)}
+		}},
+		{name: "retry-after-ms", header: pairs("Retry-After-Ms", "1500"), want: 1500 * time.Millisecond},
+		{name: "retry-after-ms wins", header: pairs("Retry-After-Ms", "250", "Retry-After", "7"),
+			want: 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Base 1ms: the backoff is far below every hint.
+			c, ft := newClient(t, Policy{Base: time.Millisecond})
+			srv := retrytest.NewServer(t, retrytest.Status(503, tt.header(ft.Clock.Now())...), retrytest.Step{Body: "ok"})
+			resp, err := c.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantUnread(t, resp, "ok")
+			if diff := cmp.Diff([]time.Duration{tt.want}, ft.Sleeps()); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTransportStopsWhenCallerCancels(t *testing.T) {
+	t.Parallel()
+	t.Run("during a sleep", func(t *testing.T) {
+		t.Parallel()
+		srv := retrytest.NewServer(t, retrytest.Status(503))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		p, ft := fakeTime(Policy{})
+		p.Sleep = func(sctx context.Context, d time.Duration) error {
+			cancel()
+			return ft.Sleep(sctx, d)
+		}
+		checkCancelled(t, srv, NewTransport(newBase(t), p), ctx)
+	})
+	t.Run("during an attempt", func(t *testing.T) {
+		t.Parallel()
+		srv := retrytest.NewServer(t, retrytest.Step{Hang: true}, retrytest.Step{Body: "ok"})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		time.AfterFunc(20*time.Millisecond, cancel)
+		p, _ := fakeTime(Policy{})
+		checkCancelled(t, srv, NewTransport(newBase(t), p), ctx)
+	})
+}
+
+// checkCancelled sends a request under ctx, which is cancelled during the
+// call, and checks that the call returned promptly after one request.
+func checkCancelled(t *testing.T, srv *retrytest.Server, tr *Transport, ctx context.Context) {
+	t.Helper()
+	start := time.Now()
+	resp, err := (&http.Client{Transport: tr}).Do(newRequest(t, "GET", srv.URL, nil).WithContext(ctx))
+	if resp != nil {
+		resp.Body.Close()
+		t.Errorf("got status %d, want an error", resp.StatusCode)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("returned after %v, want promptly", d)
+	}
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+}
+
+func TestTransportRejectsInvalidPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy Policy
+	}{
+		{name: "MaxAttempts", policy: Policy{MaxAttempts: -1}},
+		{name: "AttemptTimeout", policy: Policy{AttemptTimeout: -time.Second}},
+		{name: "Deadline", policy: Policy{Deadline: -time.Second}},
+		{name: "Base", policy: Policy{Base: -time.Second}},
+		{name: "Cap", policy: Policy{Cap: -time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := retrytest.NewServer(t)
+			resp, err := NewTransport(newBase(t), tt.policy).RoundTrip(newRequest(t, "GET", srv.URL, nil))
+			if resp != nil {
+				resp.Body.Close()
+				t.Errorf("got status %d, want an error", resp.StatusCode)
+			}
+			if !errors.Is(err, ErrInvalidPolicy) {
+				t.Errorf("err = %v, want ErrInvalidPolicy", err)
+			}
+			if n := srv.Requests(); n != 0 {
+				t.Errorf("server got %d requests, want none", n)
+			}
+		})
+	}
+}
+
+func TestTransportZeroValueWorks(t *testing.T) {
+	t.Parallel()
+	srv := retrytest.NewServer(t, retrytest.Step{Body: "ok"})
+	resp, err := (&http.Client{Transport: &Transport{}}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnread(t, resp, "ok")
+}
+
+func TestTransportSurvivesBrokenBase(t *testing.T) {
+	t.Parallel()
+	t.Run("nil response and nil error", func(t *testing.T) {
+		t.Parallel()
+		tr := NewTransport(roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil }), Policy{})
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+		if resp != nil || !errors.Is(err, errNilResponse) {
+			t.Errorf("got %v, %v; want no response and errNilResponse", resp, err)
+		}
+	})
+	tests := []struct {
+		name      string
+		err       error
+		wantTries int32
+	}{
+		{name: "response and an error not retried", err: errors.New("broken"), wantTries: 1},
+		{name: "response and a retryable error", err: syscall.ECONNRESET, wantTries: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cb := &countingBase{base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				body := io.NopCloser(strings.NewReader("junk"))
+				return &http.Response{StatusCode: 200, Body: body, Request: req}, tt.err
+			})}
+			p, _ := fakeTime(Policy{MaxAttempts: 2})
+			resp, err := NewTransport(cb, p).RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+			if resp != nil || !errors.Is(err, tt.err) {
+				t.Errorf("got %v, %v; want no response and the base's error", resp, err)
+			}
+			if n := cb.attempts.Load(); n != tt.wantTries {
+				t.Errorf("made %d attempts, want %d", n, tt.wantTries)
+			}
+			if n := len(cb.closed()); n != int(tt.wantTries) {
+				t.Errorf("%d of %d responses closed", n, tt.wantTries)
+			}
+		})
+	}
+}
+
+func TestTransportConcurrentUse(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]bool{} // paths answered once already
+	srv := retrytest.NewServer(t, retrytest.Step{Func: func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		again := seen[r.URL.Path]
+		seen[r.URL.Path] = true
+		mu.Unlock()
+		if !again {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, r.URL.Path)
+	}})
+	var retries atomic.Int32
+	p, _ := fakeTime(Policy{Base: time.Millisecond, OnRetry: func(Event) { retries.Add(1) }})
+	c := &http.Client{Transport: NewTransport(newBase(t), p)}
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			path := fmt.Sprintf("/%d", i)
+			resp, err := c.Get(srv.URL + path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got := readAll(t, resp); resp.StatusCode != 200 || got != path {
+				t.Errorf("got %d %q, want 200 %q", resp.StatusCode, got, path)
+			}
+		})
+	}
+	wg.Wait()
+	if got := srv.Requests(); got != 2*n {
+		t.Errorf("server got %d requests, want %d", got, 2*n)
+	}
+	if got := retries.Load(); got != n {
+		t.Errorf("%d retries, want %d", got, n)
+	}
+}

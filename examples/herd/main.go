@@ -1,7 +1,7 @@
 // Command herd simulates a thundering herd: many clients whose first
 // request meets a service that is down, each retrying until it is served,
-// under several backoff strategies side by side. Time is simulated in
-// ticks, so a run takes well under a second.
+// under several backoff strategies side by side. Time is simulated, so
+// nothing waits: the herd takes milliseconds, the AWS model a second or two.
 //
 //	go run .                  # the herd table and herd.svg
 //	go run . -markdown        # the same table as markdown

@@ -97,6 +97,8 @@ const (
 	// ReasonDeadline: no time was left for another attempt within the
 	// Policy's Deadline or the caller's context deadline.
 	ReasonDeadline Reason = "deadline"
+	// ReasonBudget: the Policy's retry Budget refused another retry.
+	ReasonBudget Reason = "budget"
 )
 
 // Error is returned when retrying stops without success: the attempts or the

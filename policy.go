@@ -74,6 +74,12 @@ type Policy struct {
 	// and would otherwise come back at the same instant. Zero means none, so
 	// a hint is honoured exactly; negative or NaN is a configuration error.
 	RetryAfterJitter float64
+
+	// Budget, when set, caps retries at a share of the first attempts of
+	// every call that shares it (see Budget): each call deposits on its
+	// first attempt, and a retry that the budget refuses ends the call with
+	// ReasonBudget. Nil means no budget.
+	Budget *Budget
 }
 
 // Event describes one retry, for Policy.OnRetry.
@@ -140,6 +146,9 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 	}
 	l.ctx, l.p = ctx, p
 	l.start = p.now()
+	if p.Budget != nil && ctx.Err() == nil {
+		p.Budget.Deposit()
+	}
 	return nil
 }
 
@@ -198,6 +207,10 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	}
 	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {
 		return 0, false, l.giveUp(ReasonDeadline)
+	}
+	// Last, so that a retry the deadline forbids spends no token.
+	if l.p.Budget != nil && !l.p.Budget.Withdraw() {
+		return 0, false, l.giveUp(ReasonBudget)
 	}
 	return delay, hinted, nil
 }
@@ -309,7 +322,7 @@ func (p *Policy) validate() error {
 		return fmt.Errorf("%w: RetryAfterJitter is %v; it must be a finite fraction, 0 or more",
 			ErrInvalidPolicy, p.RetryAfterJitter)
 	}
-	return nil
+	return p.Budget.validate() // nil-safe
 }
 
 func (p *Policy) now() time.Time {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrytest"
 )
@@ -231,8 +232,8 @@ func TestReasonValues(t *testing.T) {
 	t.Parallel()
 	// Reasons end up in logs and metrics labels: their text is part of the contract.
 	got := []retry.Reason{retry.ReasonMaxAttempts, retry.ReasonDeadline}
-	if want := []retry.Reason{"max_attempts", "deadline"}; !slices.Equal(got, want) {
-		t.Errorf("reasons = %q, want %q", got, want)
+	if diff := cmp.Diff([]retry.Reason{"max_attempts", "deadline"}, got); diff != "" {
+		t.Errorf("reasons mismatch (-want +got):\n%s", diff)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrytest"
 )
@@ -62,8 +64,8 @@ func checkCalls(t *testing.T, s *loopScript, want int) {
 
 func checkSleeps(t *testing.T, ft *retrytest.FakeTime, want ...time.Duration) {
 	t.Helper()
-	if got := ft.Sleeps(); !slices.Equal(got, want) {
-		t.Errorf("sleeps = %v, want %v", got, want)
+	if diff := cmp.Diff(want, ft.Sleeps(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("sleeps mismatch (-want +got):\n%s", diff)
 	}
 }
 

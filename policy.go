@@ -239,8 +239,11 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 	} else {
 		err = sleepOn(l.ctx, l.p.Clock, delay)
 	}
-	if err != nil || l.ctx.Err() != nil {
+	switch {
+	case l.ctx.Err() != nil:
 		return l.canceled(nil)
+	case err != nil: // a custom Sleep failed on its own
+		return fmt.Errorf("retry: Policy.Sleep failed after %d attempts: %w; last error: %w", l.attempt, err, l.last)
 	}
 	return nil
 }
@@ -254,9 +257,6 @@ func (l *loop) giveUp(r Reason) error {
 // error (or else the last retryable one) for errors.As.
 func (l *loop) canceled(err error) error {
 	cerr := l.ctx.Err()
-	if cerr == nil { // a custom Sleep failed on its own
-		cerr = context.Canceled
-	}
 	if err == nil {
 		err = l.last
 	}

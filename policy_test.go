@@ -433,3 +433,19 @@ func TestDoCallerDeadline(t *testing.T) {
 		t.Errorf("attempt deadline = %v, want the caller's sooner %v", attemptDL, callerDL)
 	}
 }
+
+// TestSleepFailsOnItsOwn: a custom Sleep that fails while the caller's
+// context is alive ends the call with its error, and the last attempt's
+// error, rather than pretending the caller cancelled.
+func TestSleepFailsOnItsOwn(t *testing.T) {
+	errSleep := errors.New("sleep broke")
+	last := &retry.StatusError{StatusCode: 503}
+	calls := 0
+	_, err := retry.Do(context.Background(), retry.Policy{
+		Sleep: func(context.Context, time.Duration) error { return errSleep },
+		Rand:  func() float64 { return 1 },
+	}, func(context.Context) (int, error) { calls++; return 0, last })
+	if !errors.Is(err, errSleep) || !errors.Is(err, last) || errors.Is(err, context.Canceled) || calls != 1 {
+		t.Fatalf("err = %v after %d calls; want the Sleep's error and the last error, not Canceled, after 1", err, calls)
+	}
+}

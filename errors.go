@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -42,14 +43,22 @@ type StatusError struct {
 
 // Error reports the status, never a header or a body.
 func (e *StatusError) Error() string {
-	msg := e.Message
-	if msg == "" {
+	msg := strings.TrimSpace(e.Message)
+	if msg == "" || msg == strconv.Itoa(e.StatusCode) {
 		msg = strconv.Itoa(e.StatusCode)
-		if t := http.StatusText(e.StatusCode); t != "" {
+		if t := statusText(e.StatusCode); t != "" {
 			msg += " " + t
 		}
 	}
 	return "retry: HTTP " + msg
+}
+
+// statusText is http.StatusText, knowing also the statuses LLM APIs add.
+func statusText(code int) string {
+	if code == 529 { // Anthropic: the API is overloaded
+		return "Overloaded"
+	}
+	return http.StatusText(code)
 }
 
 // retryable applies the status rule of [IsRetryable], with the response's

@@ -277,3 +277,34 @@ func TestErrorsThroughURLError(t *testing.T) {
 		t.Errorf("errors.As(*StatusError) through *url.Error = %v, %v; want the attempt's", got, ok)
 	}
 }
+
+// TestStatusErrorMessageUnknownStatus: Anthropic's 529 reads as
+// "Overloaded", whether the status line carried Go's placeholder (HTTP/1)
+// or no reason at all (HTTP/2).
+func TestStatusErrorMessageUnknownStatus(t *testing.T) {
+	for _, status := range []string{"529 status code 529", "529 ", "529", "529 Overloaded"} {
+		base := fixedStatusBase{code: 529, status: status}
+		var got string
+		tr := retry.NewTransport(base, retry.Policy{MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil },
+			OnRetry: func(e retry.Event) { got = e.Err.Error() }})
+		req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := "retry: HTTP 529 Overloaded"; got != want {
+			t.Errorf("status %q: error %q, want %q", status, got, want)
+		}
+	}
+}
+
+// fixedStatusBase answers every request with one status line and no body.
+type fixedStatusBase struct {
+	code   int
+	status string
+}
+
+func (b fixedStatusBase) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: b.code, Status: b.status, Header: http.Header{}, Body: http.NoBody}, nil
+}

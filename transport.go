@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -132,7 +134,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode < 400 {
 			return x.deliver(resp), nil
 		}
-		se := &StatusError{StatusCode: resp.StatusCode, Message: resp.Status, Response: resp}
+		se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp), Response: resp}
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
 		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) {
 			return x.deliver(resp), nil
@@ -221,4 +223,16 @@ func notProcessed(se *StatusError) bool {
 	}
 	v, ok := se.shouldRetry()
 	return ok && v
+}
+
+// statusMessage is resp's status line for StatusError.Message, with a
+// readable reason where the server sent none or Go's placeholder for a
+// status it does not know ("529 status code 529"; over HTTP/2 just "529 ").
+func statusMessage(resp *http.Response) string {
+	code := strconv.Itoa(resp.StatusCode)
+	reason := strings.TrimSpace(strings.TrimPrefix(resp.Status, code))
+	if reason == "" || reason == "status code "+code {
+		reason = statusText(resp.StatusCode)
+	}
+	return strings.TrimSpace(code + " " + reason)
 }

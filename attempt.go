@@ -35,9 +35,13 @@ func (c *attemptCtx) init(parent context.Context, timeout time.Duration) {
 	c.parent = parent
 	c.deadline = time.Now().Add(timeout)
 	c.timeoutOn = true
+	// A timeout that is already spent fires before start returns; holding
+	// c.mu makes its expire wait until c.timer and the timer itself are set.
+	c.mu.Lock()
 	t := timerPool.Get().(*attemptTimer)
 	t.start(c, timeout)
 	c.timer = t
+	c.mu.Unlock()
 }
 
 // Deadline returns the attempt's deadline while its timeout is in force, or

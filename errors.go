@@ -124,7 +124,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // It is true for an attempt's own timeout ([context.DeadlineExceeded]; the
 // loop checks first that the caller's context is alive), a [net.Error] that
 // timed out, a dropped or refused connection (ECONNRESET, ECONNREFUSED,
-// ECONNABORTED, EPIPE, [io.ErrUnexpectedEOF], [io.EOF]), a failed dial or a
+// ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF]), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
 // other than 501 and 505. A response header x-should-retry: true or false, as
 // OpenAI and Anthropic send, overrides the status rule.
@@ -151,7 +151,11 @@ func IsRetryable(err error) bool {
 	if isConnectionError(err) {
 		return true
 	}
+	// net.ErrClosed: net/http closes a connection when its read side sees
+	// a reset, and a request still writing its body then fails with "use of
+	// closed network connection" instead of ECONNRESET.
 	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||

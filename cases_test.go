@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -239,5 +241,170 @@ func TestIsRetryableConnectionClosedDuringUpload(t *testing.T) {
 		Err: &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}}}
 	if !retry.IsRetryable(err) {
 		t.Errorf("IsRetryable(%v) = false, want true", err)
+	}
+}
+
+func TestConcurrentCallersAgainstAnAlways500ServerCloseEveryBody(t *testing.T) {
+	const callers, size = 50, 1 << 20
+	s := retrytest.NewServer(t, retrytest.Step{Status: 500, BodySize: size})
+	idle := retrytest.NewServer(t) // a connection the caller keeps idle meanwhile
+	base := newBase(t)
+	get := func(url string) int {
+		resp, err := base.RoundTrip(mustRequest(t, "GET", url, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	get(idle.URL)
+	c := &counting{base: base}
+	p := retry.Policy{MaxAttempts: 3, Sleep: func(context.Context, time.Duration) error { return nil }}
+	rt := retry.NewTransport(c, p)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			resp, err := rt.RoundTrip(mustRequest(t, "GET", s.URL, nil))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 500 || n != size || err != nil {
+				t.Errorf("got %d with %d bytes, %v; want 500 with %d", resp.StatusCode, n, err, size)
+			}
+		})
+	}
+	wg.Wait()
+	if c.calls.Load() != 3*callers || c.opened.Load() != c.closed.Load() {
+		t.Errorf("%d calls, %d bodies opened, %d closed; want %d calls, all closed",
+			c.calls.Load(), c.opened.Load(), c.closed.Load(), 3*callers)
+	}
+	if max := int64(callers * size); c.read.Load() > max+2*callers*64<<10 {
+		t.Errorf("read %d bytes, want the callers' %d and at most 64 KiB per discarded body", c.read.Load(), max)
+	}
+	get(idle.URL)
+	if idle.Conns() != 1 {
+		t.Errorf("the idle connection was closed: %d connections to the other server, want 1", idle.Conns())
+	}
+	conns := s.Conns()
+	s.Script(retrytest.Status(200))
+	for range 20 {
+		get(s.URL)
+	}
+	if s.Conns() != conns {
+		t.Errorf("after the storm, 20 requests opened %d new connections; want the idle pool reused", s.Conns()-conns)
+	}
+	if conns > int(c.calls.Load()) {
+		t.Errorf("%d connections for %d attempts", conns, c.calls.Load())
+	}
+	t.Logf("%d callers: %d connections for %d attempts", callers, conns, c.calls.Load())
+}
+
+func TestAlreadyCancelledContextMakesNoAttempt(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, ctx := range []context.Context{canceled, expired} {
+		t.Run(ctx.Err().Error(), func(t *testing.T) {
+			calls := 0
+			_, err := retry.Do(ctx, retry.Policy{}, func(context.Context) (int, error) { calls++; return 0, nil })
+			if calls != 0 || !errors.Is(err, ctx.Err()) {
+				t.Errorf("Do: %d calls, %v; want none, an error that is %v", calls, err, ctx.Err())
+			}
+			s := retrytest.NewServer(t)
+			c := &counting{base: newBase(t)}
+			body := &closeCounter{Reader: bytes.NewReader([]byte("secret-body"))}
+			req, _ := http.NewRequestWithContext(ctx, "POST", s.URL, body)
+			resp, err := retry.NewTransport(c, retry.Policy{}).RoundTrip(req)
+			if resp != nil || !errors.Is(err, ctx.Err()) || c.calls.Load() != 0 || s.Requests() != 0 {
+				t.Errorf("RoundTrip: %v, %v after %d calls, %d requests; want nil, %v, none",
+					resp, err, c.calls.Load(), s.Requests(), ctx.Err())
+			}
+			if body.closed.Load() != 1 {
+				t.Errorf("request body closed %d times, want once", body.closed.Load())
+			}
+		})
+	}
+}
+
+// closeCounter is a request body that counts its closes.
+type closeCounter struct {
+	io.Reader
+	closed atomic.Int32
+}
+
+func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// lockedBuffer is a log destination safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// brokenBase breaks the RoundTripper contract: a response and an error.
+type brokenBase struct{ status int }
+
+func (b brokenBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: b.status, Body: io.NopCloser(bytes.NewReader([]byte("x"))),
+		Header: http.Header{}, Request: req}, errors.New("broken base")
+}
+
+// Not parallel: it captures the standard logger, where net/http's Client
+// reports a RoundTripper that returned a response and an error.
+func TestNetHTTPNeverLogsAResponseAndAnError(t *testing.T) {
+	var buf lockedBuffer
+	prev := log.Writer()
+	log.SetOutput(&buf)
+	defer log.SetOutput(prev)
+	steps := map[string]retrytest.Step{
+		"reset":              {Reset: true},
+		"reset mid-body":     {Status: 503, ResetAfter: 10},
+		"stalled 503":        {Status: 503, Body: "x", Stall: true},
+		"hang":               {Hang: true},
+		"huge Retry-After":   retrytest.Status(503, "Retry-After", "123456789012345678901234567890"),
+		"close":              {Status: 502, Close: true},
+		"dribbled huge 503":  {Status: 503, BodySize: 1 << 30, Dribble: time.Millisecond},
+		"x-should-retry 500": retrytest.Status(500, "X-Should-Retry", "true"),
+	}
+	p, _ := fakePolicy(retry.Policy{MaxAttempts: 2, AttemptTimeout: 50 * time.Millisecond})
+	for name, st := range steps {
+		s := retrytest.NewServer(t, st)
+		client := &http.Client{Transport: retry.NewTransport(newBase(t), p)}
+		for _, method := range []string{"GET", "POST"} {
+			resp, err := client.Do(mustRequest(t, method, s.URL, []byte("secret-body")))
+			if err == nil {
+				resp.Body.Close()
+			}
+			if resp != nil && err != nil {
+				t.Errorf("%s %s: a response and an error", name, method)
+			}
+		}
+	}
+	for _, status := range []int{200, 503} {
+		client := &http.Client{Transport: retry.NewTransport(brokenBase{status}, p)}
+		resp, err := client.Get("http://api.test/")
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("broken base %d: no error", status)
+		}
+	}
+	if strings.Contains(buf.String(), "RoundTripper returned a response & error") {
+		t.Errorf("net/http logged:\n%s", buf.String())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // Transport is an [net/http.RoundTripper] that retries requests by the rules
@@ -98,7 +100,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode < 400 {
 			return x.deliver(resp), nil
 		}
-		se := &StatusError{StatusCode: resp.StatusCode, Message: resp.Status, Response: resp}
+		// Not resp.Status: its text is the server's, and a server that
+		// echoes the request's Authorization there would put it in every
+		// error and Event.
+		msg := strings.TrimSpace(strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode))
+		se := &StatusError{StatusCode: resp.StatusCode, Message: msg, Response: resp}
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
 		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) || !l.retryable(se) {
 			return x.deliver(resp), nil

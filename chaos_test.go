@@ -1,0 +1,249 @@
+package retry_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
+)
+
+func TestHostileRetryAfterNeverSleepsPastTheDeadline(t *testing.T) {
+	start := retrytest.NewFakeTime().Clock.Now()
+	tests := []struct {
+		name, key, value string
+		wantSleeps       []time.Duration // nil: no retry, the 503 comes back at once
+	}{
+		{name: "malformed", key: "Retry-After", value: "soon", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "negative", key: "Retry-After", value: "-5", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "exponent", key: "Retry-After", value: "1e3", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "hex", key: "Retry-After", value: "0x10", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "NaN", key: "Retry-After", value: "NaN", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "Inf", key: "Retry-After", value: "Inf", wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "past date", key: "Retry-After", value: "Wed, 21 Oct 2015 07:28:00 GMT",
+			wantSleeps: []time.Duration{100 * time.Millisecond}},
+		{name: "30 digits", key: "Retry-After", value: "123456789012345678901234567890"},
+		{name: "Unix timestamp", key: "Retry-After", value: "1700000000"},
+		{name: "exactly the time left", key: "Retry-After", value: "10"},
+		{name: "30 digits of ms", key: "Retry-After-Ms", value: "123456789012345678901234567890"},
+		{name: "padded", key: "Retry-After", value: " 3 ", wantSleeps: []time.Duration{3 * time.Second}},
+		{name: "seven seconds", key: "Retry-After", value: "7", wantSleeps: []time.Duration{7 * time.Second}},
+		{name: "date in 5s", key: "Retry-After", value: start.Add(5 * time.Second).Format(http.TimeFormat),
+			wantSleeps: []time.Duration{5 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := retrytest.NewServer(t, retrytest.Status(503, tt.key, tt.value), retrytest.Status(200))
+			p, ft := fakePolicy(retry.Policy{MaxAttempts: 3, Deadline: 10 * time.Second,
+				Base: 100 * time.Millisecond, Cap: time.Second})
+			resp, err := retry.NewTransport(newBase(t), p).RoundTrip(mustRequest(t, "GET", s.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if diff := cmp.Diff(tt.wantSleeps, ft.Sleeps()); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+			wantStatus := map[bool]int{true: 503, false: 200}[tt.wantSleeps == nil]
+			if resp.StatusCode != wantStatus || s.Requests() != 1+len(tt.wantSleeps) {
+				t.Errorf("got %d after %d requests, want %d", resp.StatusCode, s.Requests(), wantStatus)
+			}
+			if ft.Clock.Since(start) > p.Deadline {
+				t.Errorf("fake time %v past the Deadline %v", ft.Clock.Since(start), p.Deadline)
+			}
+		})
+	}
+}
+
+func TestHostileServerGetsAtMostMaxAttemptsCalls(t *testing.T) {
+	steps := map[string]retrytest.Step{
+		"503 x-should-retry": retrytest.Status(503, "X-Should-Retry", "true", "Retry-After", "0"),
+		"429":                retrytest.Status(429, "Retry-After-Ms", "0"),
+		"reset":              {Reset: true},
+		"reset mid-body":     {Status: 503, ResetAfter: 5},
+		"502 and close":      {Status: 502, Close: true},
+	}
+	for name, st := range steps {
+		for _, method := range []string{"GET", "POST"} {
+			t.Run(name+" "+method, func(t *testing.T) {
+				t.Parallel()
+				s := retrytest.NewServer(t, st)
+				c := &counting{base: newBase(t)}
+				p, _ := fakePolicy(retry.Policy{MaxAttempts: 3})
+				req := mustRequest(t, method, s.URL, []byte("body"))
+				req.Header.Set("Idempotency-Key", "k")
+				resp, err := retry.NewTransport(c, p).RoundTrip(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if c.calls.Load() != 3 {
+					t.Errorf("%d calls, want MaxAttempts = 3", c.calls.Load())
+				}
+				if c.opened.Load() != c.closed.Load() {
+					t.Errorf("%d bodies opened, %d closed", c.opened.Load(), c.closed.Load())
+				}
+			})
+		}
+	}
+}
+
+func TestDiscardedBodiesAreReadAtMost64KiB(t *testing.T) {
+	steps := map[string]retrytest.Step{
+		"1 GiB":             {Status: 503, BodySize: 1 << 30},
+		"1 GiB dribbled":    {Status: 503, BodySize: 1 << 30, Dribble: time.Millisecond},
+		"reset after 1 MiB": {Status: 503, ResetAfter: 1 << 20},
+		"64 KiB + 1":        {Status: 503, BodySize: 64<<10 + 1},
+	}
+	for name, st := range steps {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := retrytest.NewServer(t, st)
+			c := &counting{base: newBase(t)}
+			p, _ := fakePolicy(retry.Policy{MaxAttempts: 3, AttemptTimeout: 5 * time.Second})
+			begin := time.Now()
+			resp, err := retry.NewTransport(c, p).RoundTrip(mustRequest(t, "GET", s.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close() // unread
+			if got := c.read.Load(); got > 2*64<<10 {
+				t.Errorf("read %d bytes from 2 discarded responses, want at most 2 x 64 KiB", got)
+			}
+			if took := time.Since(begin); took > 3*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if c.calls.Load() != 3 || c.opened.Load() != c.closed.Load() {
+				t.Errorf("%d calls, %d bodies opened, %d closed", c.calls.Load(), c.opened.Load(), c.closed.Load())
+			}
+		})
+	}
+}
+
+func TestDrainOfAStalledBodyEndsWithTheAttemptTimeout(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	s := retrytest.NewServer(t, retrytest.Step{Status: 503, BodySize: 1 << 30, Dribble: time.Hour},
+		retrytest.Step{Status: 503, Body: "x", Stall: true}, retrytest.Status(503))
+	p, _ := fakePolicy(retry.Policy{MaxAttempts: 3, AttemptTimeout: timeout})
+	begin := time.Now()
+	resp, err := retry.NewTransport(newBase(t), p).RoundTrip(mustRequest(t, "GET", s.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Two drains stalled up to their attempt timeouts: far less than the
+	// hour the server would take.
+	if took := time.Since(begin); took < 2*timeout || took > 3*time.Second {
+		t.Errorf("took %v, want about 2 x %v", took, timeout)
+	}
+	if resp.StatusCode != 503 || s.Requests() != 3 {
+		t.Errorf("got %d after %d requests, want 503 after 3", resp.StatusCode, s.Requests())
+	}
+}
+
+// oddBase answers with a response no well-behaved server would send.
+type oddBase struct {
+	resp func(req *http.Request) (*http.Response, error)
+}
+
+func (b oddBase) RoundTrip(req *http.Request) (*http.Response, error) { return b.resp(req) }
+
+func TestBrokenResponsesNeverPanic(t *testing.T) {
+	body := func() io.ReadCloser { return io.NopCloser(strings.NewReader("x")) }
+	bases := map[string]func(*http.Request) (*http.Response, error){
+		"nil body 503": func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 503}, nil },
+		"nil body 200": func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil },
+		"status -1":    func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: -1, Body: body()}, nil },
+		"status 0":     func(*http.Request) (*http.Response, error) { return &http.Response{Body: body()}, nil },
+		"status 1000": func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 1000, Body: body()}, nil
+		},
+		"nil and nil": func(*http.Request) (*http.Response, error) { return nil, nil },
+		"response+error": func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: body()}, io.EOF
+		},
+		"read error": func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: io.NopCloser(&failReader{})}, nil
+		},
+		"x-should-retry on 400": func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 400, Header: http.Header{"X-Should-Retry": {"true"},
+				"Retry-After": {"-99999999999999999999", "5"}}, Body: body()}, nil
+		},
+	}
+	for name, rt := range bases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := fakePolicy(retry.Policy{MaxAttempts: 3})
+			resp, err := retry.NewTransport(oddBase{rt}, p).RoundTrip(mustRequest(t, "POST", "http://api.test/", []byte("b")))
+			if (resp == nil) == (err == nil) {
+				t.Fatalf("RoundTrip = %v, %v; want exactly one of them", resp, err)
+			}
+			if resp != nil && resp.Body != nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+type failReader struct{}
+
+func (failReader) Read([]byte) (int, error) { return 0, errors.New("read failed") }
+
+func TestSecretsNeverReachErrorsOrEvents(t *testing.T) {
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		w.WriteHeader(503)
+		_, _ = fmt.Fprintf(w, "%s %s", r.Header.Get("Authorization"), "secret-body")
+	}
+	steps := map[string]retrytest.Step{
+		"echo 503":         {Func: echo},
+		"reason phrase":    {Func: reasonPhrase},
+		"reset":            {Reset: true},
+		"reset mid-body":   {Status: 503, ResetAfter: 3},
+		"hang":             {Hang: true},
+		"huge Retry-After": retrytest.Status(429, "Retry-After", "1700000000"),
+	}
+	for name, st := range steps {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := retrytest.NewServer(t, st)
+			var events []retry.Event
+			p, _ := fakePolicy(retry.Policy{MaxAttempts: 3, AttemptTimeout: 50 * time.Millisecond,
+				OnRetry: func(e retry.Event) { events = append(events, e) }})
+			client := &http.Client{Transport: retry.NewTransport(newBase(t), p)}
+			for _, method := range []string{"GET", "POST"} {
+				req := mustRequest(t, method, s.URL, []byte("secret-body"))
+				req.Header.Set("Authorization", "Bearer secret-token")
+				req.Header.Set("Idempotency-Key", "k")
+				resp, err := client.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				checkSecrets(t, err, events)
+			}
+			if name != "huge Retry-After" && len(events) == 0 {
+				t.Error("no retry happened, so nothing was checked")
+			}
+		})
+	}
+}
+
+// reasonPhrase answers 503 with the caller's credentials as the status
+// line's text, as a reflecting server can.
+func reasonPhrase(w http.ResponseWriter, r *http.Request) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	defer conn.Close()
+	_, _ = fmt.Fprintf(buf, "HTTP/1.1 503 %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", r.Header.Get("Authorization"))
+	_ = buf.Flush()
+}

@@ -1,6 +1,8 @@
 package retry_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -246,4 +248,116 @@ func reasonPhrase(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	_, _ = fmt.Fprintf(buf, "HTTP/1.1 503 %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", r.Header.Get("Authorization"))
 	_ = buf.Flush()
+}
+
+// loopbackCases is how many random scripts TestTransportPropertiesOnLoopback
+// plays on a real server.
+const loopbackCases = 150
+
+func TestTransportPropertiesOnLoopback(t *testing.T) {
+	base := newBase(t)
+	for i := range loopbackCases {
+		if desc := runLoopbackCase(t, newRandSrc(1<<40+uint64(i)), base); t.Failed() {
+			t.Fatalf("case %d failed: %s", i, desc)
+		}
+	}
+	t.Logf("%d Transport cases on a loopback server", loopbackCases)
+}
+
+// loopbackSteps are the answers a loopback case draws from; notProcessed
+// marks those that prove the server did not process the request.
+var loopbackSteps = []struct {
+	step         retrytest.Step
+	notProcessed bool
+}{
+	{step: retrytest.Step{Body: "ok"}},
+	{step: retrytest.Status(503)},
+	{step: retrytest.Status(500, "X-Should-Retry", "true"), notProcessed: true},
+	{step: retrytest.Status(502, "X-Should-Retry", "false")},
+	{step: retrytest.Status(429, "Retry-After", "1"), notProcessed: true},
+	{step: retrytest.Status(408)},
+	{step: retrytest.Step{Status: 503, BodySize: 100 << 10}},
+	{step: retrytest.Step{Reset: true}},
+	{step: retrytest.Step{Status: 503, ResetAfter: 100}},
+	{step: retrytest.Step{Status: 503, Close: true}},
+}
+
+// runLoopbackCase sends one random request through a Transport to a server
+// playing a random script, and checks the invariants that hold whatever
+// net/http does underneath.
+func runLoopbackCase(t *testing.T, s src, base http.RoundTripper) string {
+	kinds := make([]int, 1+s.intn(6))
+	steps := make([]retrytest.Step, len(kinds))
+	for i := range kinds {
+		kinds[i] = s.intn(len(loopbackSteps))
+		steps[i] = loopbackSteps[kinds[i]].step
+		steps[i].Header = steps[i].Header.Clone()
+		if steps[i].Header == nil {
+			steps[i].Header = http.Header{}
+		}
+		steps[i].Header.Set("X-Step", fmt.Sprint(i))
+	}
+	tc := tCase{pc: genPolicy(s, []time.Duration{0, 5 * time.Second},
+		[]time.Duration{0, time.Second, 10 * time.Second, time.Minute}),
+		method: pick(s, "GET", "POST", "POST", "PUT"), key: pick(s, "", "Idempotency-Key")}
+	desc := fmt.Sprintf("%s key %q, policy %+v (Retryable %s), steps %v", tc.method, tc.key, tc.pc.p, tc.pc.retryable, kinds)
+	srv := retrytest.NewServer(t, steps...)
+	r, p := newRecorder(&tc.pc)
+	c := &counting{base: base}
+	payload := []byte("secret-body payload")
+	req := newCallerRequest(context.Background(), &tc, payload)
+	req.URL, req.Host = mustRequest(t, "GET", srv.URL, nil).URL, ""
+	before := snap(req)
+	resp, err := retry.NewTransport(c, p).RoundTrip(req)
+	if diff := cmp.Diff(before, snap(req), cmp.Comparer(func(a, b context.Context) bool { return a == b }),
+		cmp.Comparer(func(a, b io.ReadCloser) bool { return a == b })); diff != "" {
+		t.Errorf("caller's request changed (-before +after):\n%s", diff)
+	}
+	checkLoopbackLoop(t, &tc.pc, r, int(c.calls.Load()))
+	checkSecrets(t, err, r.events)
+	received := srv.Received()
+	if (resp == nil) == (err == nil) {
+		t.Fatalf("RoundTrip = %v, %v; want exactly one", resp, err)
+	}
+	var kept, returned int64
+	if resp != nil {
+		returned = 1
+		if got, want := resp.Header.Get("X-Step"), fmt.Sprint(min(len(received), len(steps))-1); got != want {
+			t.Errorf("returned the answer of step %s, want the last one, %s", got, want)
+		}
+		kept, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if c.opened.Load() != c.closed.Load() || c.read.Load()-kept > (c.opened.Load()-returned)*64<<10 {
+		t.Errorf("%d bodies opened, %d closed; %d bytes read, %d of them by the caller",
+			c.opened.Load(), c.closed.Load(), c.read.Load(), kept)
+	}
+	for i, rr := range received {
+		if !bytes.Equal(rr.Body, payload) && steps[min(i, len(steps)-1)].ResetRequestAfter == 0 {
+			t.Errorf("request %d carried %q, want %q", i+1, rr.Body, payload)
+		}
+		if i < len(received)-1 && !replayable(&tc) && !loopbackSteps[kinds[min(i, len(kinds)-1)]].notProcessed {
+			t.Errorf("%s without a key sent again after answer %d", tc.method, kinds[min(i, len(kinds)-1)])
+		}
+	}
+	return desc
+}
+
+// checkLoopbackLoop checks attempts, sleeps and Deadline of a loopback case,
+// where hints are at most a second.
+func checkLoopbackLoop(t *testing.T, pc *policyCase, r *recorder, calls int) {
+	t.Helper()
+	maxAttempts, _, deadline, base, cap := pc.resolved()
+	sleeps := r.ft.Sleeps()
+	if calls < 1 || calls > maxAttempts || len(sleeps) != calls-1 || len(r.events) != len(sleeps) {
+		t.Errorf("%d calls, %d sleeps, %d events; MaxAttempts %d", calls, len(sleeps), len(r.events), maxAttempts)
+	}
+	if el := r.ft.Clock.Since(r.start); el > deadline {
+		t.Errorf("elapsed %v past the Deadline %v", el, deadline)
+	}
+	for i, d := range sleeps {
+		if d < 0 || d > max(bound(i+1, base, cap), time.Second) {
+			t.Errorf("sleep %d = %v, bound %v", i+1, d, bound(i+1, base, cap))
+		}
+	}
 }

@@ -35,12 +35,12 @@ func (c *attemptCtx) init(parent context.Context, timeout time.Duration) {
 	c.parent = parent
 	c.deadline = time.Now().Add(timeout)
 	c.timeoutOn = true
-	// A timeout that is already spent fires before start returns; holding
-	// c.mu makes its expire wait until c.timer and the timer itself are set.
-	c.mu.Lock()
 	t := timerPool.Get().(*attemptTimer)
-	t.start(c, timeout)
+	// A short timeout may fire before start returns: holding c.mu makes
+	// expire wait until c.timer and t.t are both set.
+	c.mu.Lock()
 	c.timer = t
+	t.start(c, timeout)
 	c.mu.Unlock()
 }
 

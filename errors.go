@@ -32,6 +32,12 @@ type StatusError struct {
 	RetryAfter time.Duration  // the server's hint; 0 when it sent none
 	Message    string         // the status line's text, such as "503 Service Unavailable"
 	Response   *http.Response // set by Transport; its body is unread
+
+	// Body holds the start of the response body, at most 4 KiB, for a
+	// Policy.Retryable that decides by it (LLMRetryable does). The
+	// Transport fills it only when Policy.Retryable is set, and the body of
+	// Response still reads whole from its first byte.
+	Body []byte
 }
 
 // Error reports the status, never a header or a body.
@@ -91,6 +97,8 @@ const (
 	// ReasonDeadline: no time was left for another attempt within the
 	// Policy's Deadline or the caller's context deadline.
 	ReasonDeadline Reason = "deadline"
+	// ReasonBudget: the Policy's retry Budget refused another retry.
+	ReasonBudget Reason = "budget"
 )
 
 // Error is returned when retrying stops without success: the attempts or the

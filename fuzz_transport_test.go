@@ -142,12 +142,12 @@ var dots = bytes.Repeat([]byte("."), 4096)
 
 func (b *tracked) Close() error { b.closed = true; return nil }
 
-// timeoutError is a net.Error that timed out.
-type timeoutError struct{ n int }
+// scriptTimeoutError is a net.Error that timed out.
+type scriptTimeoutError struct{ n int }
 
-func (e *timeoutError) Error() string   { return fmt.Sprintf("call %d: i/o timeout", e.n) }
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
+func (e *scriptTimeoutError) Error() string   { return fmt.Sprintf("call %d: i/o timeout", e.n) }
+func (e *scriptTimeoutError) Timeout() bool   { return true }
+func (e *scriptTimeoutError) Temporary() bool { return true }
 
 // scriptBase is a base RoundTripper that plays a tCase's steps in memory.
 type scriptBase struct {
@@ -182,7 +182,7 @@ func (b *scriptBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	case "reset":
 		err = &net.OpError{Op: "read", Net: "tcp", Err: fmt.Errorf("call %d: %w", n, syscall.ECONNRESET)}
 	case "timeout":
-		err = &timeoutError{n}
+		err = &scriptTimeoutError{n}
 	case "fatal", "both":
 		err = fmt.Errorf("call %d: fatal", n)
 	case "cancel":

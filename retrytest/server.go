@@ -90,8 +90,8 @@ func Status(code int, headerPairs ...string) Step {
 
 // Request is what a Server received in one request.
 type Request struct {
-	Method string
-	Path   string
+	Method string      // "GET", "POST", ...
+	Path   string      // the URL path, such as "/v1/chat/completions"
 	Proto  string      // "HTTP/1.1" or "HTTP/2.0"
 	Header http.Header // a copy
 	Body   []byte      // read in full before the step ran (see ResetRequestAfter)

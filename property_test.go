@@ -160,6 +160,9 @@ func checkLoop(t *testing.T, c *policyCase, r *recorder, calls int, hints []time
 		if e.Attempt != i+1 || e.Delay != sleeps[i] || e.Err == nil || errs[i] != nil && e.Err != errs[i] {
 			t.Errorf("event %d = {%d %v %v}, want {%d %v %v}", i, e.Attempt, e.Delay, e.Err, i+1, sleeps[i], errs[i])
 		}
+		if hint := hints[i]; hint > bound(i+1, base, cap) && !e.FromRetryAfter || e.FromRetryAfter && e.Delay != hint {
+			t.Errorf("event %d: FromRetryAfter %v for delay %v, hint %v", i, e.FromRetryAfter, e.Delay, hint)
+		}
 	}
 }
 

@@ -356,7 +356,7 @@ func checkLoopbackLoop(t *testing.T, pc *policyCase, r *recorder, calls int) {
 		t.Errorf("elapsed %v past the Deadline %v", el, deadline)
 	}
 	for i, d := range sleeps {
-		if d < 0 || d > max(bound(i+1, base, cap), time.Second) {
+		if d < 0 || d > max(bound(i+1, base, cap), jittered(time.Second, pc.p.RetryAfterJitter)) {
 			t.Errorf("sleep %d = %v, bound %v", i+1, d, bound(i+1, base, cap))
 		}
 	}

@@ -51,6 +51,9 @@ type tCase struct {
 	key    string // the idempotency key header, "" for none
 	body   string // "none", "rewind" (with GetBody) or "once" (without)
 	steps  []tStep
+
+	autoKey    string // Transport.IdempotencyKey: "" none, "auto" a key, "empty" an empty one
+	replayable string // Transport.Replayable: "" none, "yes" or "no" for every request
 }
 
 func genTCase(s src) tCase {
@@ -61,6 +64,8 @@ func genTCase(s src) tCase {
 		key:    pick(s, "", "", "Idempotency-Key", "X-Idempotency-Key", "nil"),
 		body:   pick(s, "none", "rewind", "rewind", "once"),
 	}
+	c.autoKey = pick(s, "", "", "", "auto", "empty")
+	c.replayable = pick(s, "", "", "", "yes", "no")
 	c.steps = make([]tStep, 1+s.intn(7))
 	for i := range c.steps {
 		c.steps[i] = tStep{
@@ -170,6 +175,9 @@ func (b *scriptBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.t.Errorf("call %d: the caller's own *http.Request was sent", n+1)
 	}
 	b.checkBody(n, req)
+	if autoKeyed(b.c) && req.Header.Get("Idempotency-Key") != "auto-1" {
+		b.t.Errorf("call %d: Idempotency-Key %q, want the Transport's auto-1", n+1, req.Header.Get("Idempotency-Key"))
+	}
 	_, timeout, deadline, _, _ := b.c.pc.resolved()
 	remaining := deadline - b.r.ft.Clock.Since(b.r.start)
 	b.timeouts = append(b.timeouts, min(timeout, remaining))
@@ -271,7 +279,18 @@ func runTransportCase(t *testing.T, c *tCase) (uncertain bool) {
 	req := newCallerRequest(ctx, c, body)
 	before := snap(req)
 	b := &scriptBase{t: t, c: c, r: r, cancel: cancel, caller: req, body: body}
-	resp, err := retry.NewTransport(b, p).RoundTrip(req)
+	rt := retry.NewTransport(b, p)
+	switch c.autoKey {
+	case "auto":
+		rt.IdempotencyKey = func() string { return "auto-1" }
+	case "empty":
+		rt.IdempotencyKey = func() string { return "" }
+	}
+	if c.replayable != "" {
+		yes := c.replayable == "yes"
+		rt.Replayable = func(*http.Request) bool { return yes }
+	}
+	resp, err := rt.RoundTrip(req)
 	checkLoop(t, &c.pc, r, len(b.errs), b.hints, b.errs)
 	if diff := cmp.Diff(before, snap(req), cmp.Comparer(func(a, b context.Context) bool { return a == b }),
 		cmp.Comparer(func(a, b io.ReadCloser) bool { return a == b })); diff != "" {
@@ -318,11 +337,25 @@ func checkReplays(t *testing.T, c *tCase, calls int) {
 }
 
 func replayable(c *tCase) bool {
+	if c.body == "once" {
+		return false
+	}
+	if autoKeyed(c) || c.replayable == "yes" {
+		return true
+	}
+	if c.replayable == "no" {
+		return false
+	}
 	switch c.method {
 	case "GET", "PUT", "DELETE":
-		return c.body != "once"
+		return true
 	}
-	return c.key != "" && c.body != "once"
+	return c.key != ""
+}
+
+// autoKeyed reports whether the Transport gives c's request a key.
+func autoKeyed(c *tCase) bool {
+	return c.autoKey == "auto" && c.key == "" && (c.method == "POST" || c.method == "PATCH")
 }
 
 // checkResponse reads the returned response, which must be the last

@@ -62,11 +62,12 @@ func genPolicy(s src, timeouts, deadlines []time.Duration) policyCase {
 		deadlines = durs
 	}
 	c := policyCase{p: retry.Policy{
-		MaxAttempts:    s.intn(8),
-		AttemptTimeout: pick(s, timeouts...),
-		Deadline:       pick(s, deadlines...),
-		Base:           pick(s, durs...),
-		Cap:            pick(s, durs...),
+		MaxAttempts:      s.intn(8),
+		AttemptTimeout:   pick(s, timeouts...),
+		Deadline:         pick(s, deadlines...),
+		Base:             pick(s, durs...),
+		Cap:              pick(s, durs...),
+		RetryAfterJitter: pick(s, 0, 0, 0, 0.1, 1),
 	}, retryable: pick(s, "default", "default", "default", "always", "never")}
 	switch c.retryable {
 	case "always":
@@ -148,9 +149,9 @@ func checkLoop(t *testing.T, c *policyCase, r *recorder, calls int, hints []time
 	}
 	for i, d := range sleeps {
 		hint := hints[i]
-		b := bound(i+1, base, cap)
-		if d < 0 || d < hint || d > max(b, hint) {
-			t.Errorf("sleep %d = %v, want in [%v, %v] (bound %v, hint %v)", i+1, d, hint, max(b, hint), b, hint)
+		b, top := bound(i+1, base, cap), jittered(hint, c.p.RetryAfterJitter)
+		if d < 0 || d < hint || d > max(b, top) {
+			t.Errorf("sleep %d = %v, want in [%v, %v] (bound %v, hint %v)", i+1, d, hint, max(b, top), b, hint)
 		}
 	}
 	if len(r.events) != len(sleeps) {
@@ -160,10 +161,20 @@ func checkLoop(t *testing.T, c *policyCase, r *recorder, calls int, hints []time
 		if e.Attempt != i+1 || e.Delay != sleeps[i] || e.Err == nil || errs[i] != nil && e.Err != errs[i] {
 			t.Errorf("event %d = {%d %v %v}, want {%d %v %v}", i, e.Attempt, e.Delay, e.Err, i+1, sleeps[i], errs[i])
 		}
-		if hint := hints[i]; hint > bound(i+1, base, cap) && !e.FromRetryAfter || e.FromRetryAfter && e.Delay != hint {
+		hint := hints[i]
+		if hint > bound(i+1, base, cap) && !e.FromRetryAfter ||
+			e.FromRetryAfter && (e.Delay < hint || e.Delay > jittered(hint, c.p.RetryAfterJitter)) {
 			t.Errorf("event %d: FromRetryAfter %v for delay %v, hint %v", i, e.FromRetryAfter, e.Delay, hint)
 		}
 	}
+}
+
+// jittered is the most a hint may become with RetryAfterJitter j.
+func jittered(hint time.Duration, j float64) time.Duration {
+	if x := float64(hint) * (1 + j); x < math.MaxInt64 {
+		return time.Duration(x)
+	}
+	return math.MaxInt64
 }
 
 // doStep is one scripted call of fn.
@@ -286,6 +297,7 @@ func describe(err error, errs []error) string {
 // modelDo plays steps through the loop as DESIGN.md states it.
 func modelDo(c *policyCase, steps []doStep, rands []float64) outcome {
 	maxAttempts, timeout, deadline, base, cap := c.resolved()
+	rs := &randSeq{vals: rands}
 	var o outcome
 	var elapsed time.Duration
 	last := -1
@@ -318,7 +330,7 @@ func modelDo(c *policyCase, steps []doStep, rands []float64) outcome {
 		if st.kind == "status" {
 			hint = st.hint
 		}
-		delay, stop := modelDelay(attempt, maxAttempts, base, cap, rands[len(o.Sleeps)%len(rands)], hint, deadline-elapsed)
+		delay, stop := modelDelay(attempt, maxAttempts, base, cap, rs, c.p.RetryAfterJitter, hint, deadline-elapsed)
 		if stop != "" {
 			o.Result = fmt.Sprintf("gave up %s after %d last=%d", stop, attempt, last)
 			return o
@@ -328,13 +340,42 @@ func modelDo(c *policyCase, steps []doStep, rands []float64) outcome {
 	}
 }
 
+// randSeq hands out a Policy's Rand values in order, as the loop draws
+// them.
+type randSeq struct {
+	vals []float64
+	used int
+}
+
+func (r *randSeq) next() float64 {
+	v := r.vals[r.used%len(r.vals)]
+	r.used++
+	return v
+}
+
 // modelDelay is steps 5 to 7 of the loop: the delay after attempt, or the
-// reason to stop instead.
-func modelDelay(attempt, maxAttempts int, base, cap time.Duration, r float64, hint, left time.Duration) (time.Duration, retry.Reason) {
+// reason to stop instead. A hint longer than the backoff sets the delay,
+// plus up to jitter of itself (a second draw of Rand).
+func modelDelay(attempt, maxAttempts int, base, cap time.Duration, rs *randSeq, jitter float64, hint, left time.Duration) (time.Duration, retry.Reason) {
 	if attempt >= maxAttempts {
 		return 0, retry.ReasonMaxAttempts
 	}
-	delay := max(retry.Backoff(attempt, base, cap, func() float64 { return r }), hint)
+	delay := retry.Backoff(attempt, base, cap, rs.next)
+	if hint > delay {
+		delay = hint
+		if jitter > 0 {
+			f := min(max(rs.next(), 0), 1)
+			if math.IsNaN(f) {
+				f = 1
+			}
+			extra := float64(hint) * jitter * f
+			if extra >= float64(math.MaxInt64-hint) {
+				delay = math.MaxInt64
+			} else {
+				delay = hint + time.Duration(extra)
+			}
+		}
+	}
 	if delay >= left {
 		return 0, retry.ReasonDeadline
 	}
@@ -357,8 +398,8 @@ func TestTransportProperties(t *testing.T) {
 			uncertain++
 		}
 		if t.Failed() {
-			t.Fatalf("case %d failed: %s, key %q, body %s; policy %+v (Retryable %s); steps %+v",
-				i, c.method, c.key, c.body, c.pc.p, c.pc.retryable, c.steps)
+			t.Fatalf("case %d failed: %s, key %q, body %s, auto key %q, replayable %q; policy %+v (Retryable %s); steps %+v",
+				i, c.method, c.key, c.body, c.autoKey, c.replayable, c.pc.p, c.pc.retryable, c.steps)
 		}
 	}
 	t.Logf("%d Transport cases, %d checked by invariants only", transportCases, uncertain)
@@ -370,6 +411,7 @@ func TestTransportProperties(t *testing.T) {
 // own timer may decide the outcome.
 func modelTransport(c *tCase, start time.Time, rands []float64) (outcome, time.Duration) {
 	maxAttempts, timeout, deadline, base, cap := c.pc.resolved()
+	rs := &randSeq{vals: rands}
 	rewind, replay := c.body != "once", replayable(c)
 	var o outcome
 	var elapsed time.Duration
@@ -424,7 +466,7 @@ func modelTransport(c *tCase, start time.Time, rands []float64) (outcome, time.D
 			o.Result = fail
 			return o, minTimeout
 		}
-		delay, stop := modelDelay(attempt, maxAttempts, base, cap, rands[len(o.Sleeps)%len(rands)], hint, deadline-elapsed)
+		delay, stop := modelDelay(attempt, maxAttempts, base, cap, rs, c.pc.p.RetryAfterJitter, hint, deadline-elapsed)
 		if stop != "" && st.kind == "respond" {
 			o.Result = fail
 			return o, minTimeout

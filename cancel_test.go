@@ -184,3 +184,27 @@ func (b *stallBody) Read(p []byte) (int, error) {
 }
 
 func (b *stallBody) Close() error { return nil }
+
+// A caller that cancels while a discarded response is being drained gets
+// no retry, so OnRetry must not report one.
+func TestCancelDuringDrainReportsNoRetry(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events []retry.Event
+	p := retry.Policy{MaxAttempts: 3, Sleep: func(context.Context, time.Duration) error { return nil },
+		OnRetry: func(e retry.Event) { events = append(events, e) }}
+	base := oddBase{func(req *http.Request) (*http.Response, error) {
+		time.AfterFunc(5*time.Millisecond, cancel)
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Request: req,
+			Body: &stallBody{ctx: req.Context(), data: "partial"}}, nil
+	}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
+	resp, err := retry.NewTransport(base, p).RoundTrip(req)
+	if resp != nil {
+		resp.Body.Close()
+		t.Fatalf("got a %d response, want an error", resp.StatusCode)
+	}
+	if !errors.Is(err, context.Canceled) || len(events) != 0 {
+		t.Errorf("RoundTrip = %v with events %+v; want context.Canceled and no event", err, events)
+	}
+}

@@ -361,3 +361,43 @@ func checkLoopbackLoop(t *testing.T, pc *policyCase, r *recorder, calls int) {
 		}
 	}
 }
+
+func TestHTTP2StreamResetsAreRetriedOnlyWhenReplayable(t *testing.T) {
+	tests := []struct {
+		name         string
+		method, key  string
+		wantRequests int
+		wantStatus   int // 0: an error
+	}{
+		{name: "GET", method: "GET", wantRequests: 3, wantStatus: 200},
+		{name: "POST with a key", method: "POST", key: "k", wantRequests: 3, wantStatus: 200},
+		{name: "bare POST", method: "POST", wantRequests: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := retrytest.NewTLSServer(t, retrytest.Step{Reset: true},
+				retrytest.Step{Status: 503, ResetAfter: 10}, retrytest.Step{Body: "ok"})
+			p, _ := fakePolicy(retry.Policy{MaxAttempts: 3})
+			req := mustRequest(t, tt.method, s.URL, []byte("secret-body"))
+			if tt.key != "" {
+				req.Header.Set("Idempotency-Key", tt.key)
+			}
+			resp, err := retry.NewTransport(s.Client().Transport, p).RoundTrip(req)
+			status := 0
+			if err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+			got := s.Received()
+			if status != tt.wantStatus || len(got) != tt.wantRequests {
+				t.Fatalf("status %d (%v) after %d requests, want %d after %d", status, err, len(got), tt.wantStatus, tt.wantRequests)
+			}
+			for i, r := range got {
+				if r.Proto != "HTTP/2.0" || string(r.Body) != "secret-body" {
+					t.Errorf("request %d: %s with body %q", i+1, r.Proto, r.Body)
+				}
+			}
+		})
+	}
+}

@@ -226,7 +226,7 @@ func runDoCase(t *testing.T, c *policyCase, steps []doStep) {
 			t.Errorf("attempt %d: deadline in %v, want within min(%v, %v)", n+1, time.Until(dl), timeout, remaining)
 		}
 		r.ft.Clock.Advance(min(st.took, timeout, remaining))
-		err, hint := doErr(n, st)
+		hint, err := doErr(n, st)
 		errs, hints = append(errs, err), append(hints, hint)
 		if st.kind == "cancel" {
 			cancel()
@@ -245,18 +245,18 @@ func runDoCase(t *testing.T, c *policyCase, steps []doStep) {
 	}
 }
 
-// doErr returns the error of call n (counting from 0) playing st, each
-// error a distinct value, and its Retry-After hint.
-func doErr(n int, st doStep) (error, time.Duration) {
+// doErr returns the Retry-After hint of call n (counting from 0) playing
+// st, and its error, each a distinct value.
+func doErr(n int, st doStep) (time.Duration, error) {
 	switch st.kind {
 	case "ok":
-		return nil, 0
+		return 0, nil
 	case "fatal":
-		return fmt.Errorf("call %d: fatal", n), 0
+		return 0, fmt.Errorf("call %d: fatal", n)
 	case "status":
-		return &retry.StatusError{StatusCode: st.code, RetryAfter: st.hint}, st.hint
+		return st.hint, &retry.StatusError{StatusCode: st.code, RetryAfter: st.hint}
 	}
-	return fmt.Errorf("call %d: %w", n, io.ErrUnexpectedEOF), 0
+	return 0, fmt.Errorf("call %d: %w", n, io.ErrUnexpectedEOF)
 }
 
 // outcome is what a call did, in a form the model predicts.

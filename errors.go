@@ -141,7 +141,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // It is true for an attempt's own timeout ([context.DeadlineExceeded]; the
 // loop checks first that the caller's context is alive), a [net.Error] that
 // timed out, a dropped or refused connection (ECONNRESET, ECONNREFUSED,
-// ECONNABORTED, EPIPE, [io.ErrUnexpectedEOF], [io.EOF]), a failed dial or a
+// ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF], an
+// HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
 // other than 501 and 505. A response header x-should-retry: true or false, as
 // OpenAI and Anthropic send, overrides the status rule.
@@ -165,10 +166,14 @@ func IsRetryable(err error) bool {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
 	}
-	if isConnectionError(err) {
+	if isConnectionError(err) || isStreamReset(err) {
 		return true
 	}
+	// net.ErrClosed: net/http closes a connection when its read side sees
+	// a reset, and a request still writing its body then fails with "use of
+	// closed network connection" instead of ECONNRESET.
 	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -191,6 +196,29 @@ func isConnectionError(err error) bool {
 		return oe.Op == "dial" && !isCertificateError(err)
 	}
 	return false
+}
+
+// h2StreamError has the shape of net/http's HTTP/2 stream error, which
+// fills in any struct of that shape for errors.As (net/http's h2_error.go,
+// kept for golang.org/x/net/http2.StreamError), so it is recognised
+// without a dependency.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// isStreamReset reports a server that reset an HTTP/2 stream, the HTTP/2
+// form of a dropped connection: INTERNAL_ERROR, REFUSED_STREAM or CANCEL
+// (RFC 9113, section 7).
+func isStreamReset(err error) bool {
+	var se h2StreamError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code == 0x2 || se.Code == 0x7 || se.Code == 0x8
 }
 
 // isCertificateError reports TLS verification failures, which repeat on

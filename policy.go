@@ -230,6 +230,9 @@ func (p *Policy) jitterHint(hint time.Duration) time.Duration {
 
 // sleep reports the retry and waits (step 8).
 func (l *loop) sleep(delay time.Duration, hinted bool) error {
+	if l.ctx.Err() != nil { // cancelled while the Transport drained a response
+		return l.canceled(nil)
+	}
 	if l.p.OnRetry != nil {
 		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted})
 	}

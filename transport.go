@@ -134,7 +134,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode < 400 {
 			return x.deliver(resp), nil
 		}
-		se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp), Response: resp}
+		se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
 		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) {
 			return x.deliver(resp), nil
@@ -225,14 +225,9 @@ func notProcessed(se *StatusError) bool {
 	return ok && v
 }
 
-// statusMessage is resp's status line for StatusError.Message, with a
-// readable reason where the server sent none or Go's placeholder for a
-// status it does not know ("529 status code 529"; over HTTP/2 just "529 ").
-func statusMessage(resp *http.Response) string {
-	code := strconv.Itoa(resp.StatusCode)
-	reason := strings.TrimSpace(strings.TrimPrefix(resp.Status, code))
-	if reason == "" || reason == "status code "+code {
-		reason = statusText(resp.StatusCode)
-	}
-	return strings.TrimSpace(code + " " + reason)
+// statusMessage is StatusError.Message for code: the code and its standard
+// name, never resp.Status, whose text is the server's: a server that echoes
+// the request's Authorization there would put it in every error and Event.
+func statusMessage(code int) string {
+	return strings.TrimSpace(strconv.Itoa(code) + " " + statusText(code))
 }

@@ -36,8 +36,12 @@ func (c *attemptCtx) init(parent context.Context, timeout time.Duration) {
 	c.deadline = time.Now().Add(timeout)
 	c.timeoutOn = true
 	t := timerPool.Get().(*attemptTimer)
-	t.start(c, timeout)
+	// A short timeout may fire before start returns: holding c.mu makes
+	// expire wait until c.timer and t.t are both set.
+	c.mu.Lock()
 	c.timer = t
+	t.start(c, timeout)
+	c.mu.Unlock()
 }
 
 // Deadline returns the attempt's deadline while its timeout is in force, or

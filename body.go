@@ -2,8 +2,11 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
+	"time"
 )
 
 // maxDrain is the most read from a discarded response before closing it. A
@@ -15,10 +18,51 @@ const maxDrain = 64 << 10
 // the context to the returned body, and the reader that drains a discarded
 // body, in one allocation.
 type exchange struct {
-	ctx   attemptCtx
-	body  boundBody
-	drain io.LimitedReader
+	ctx    attemptCtx
+	body   boundBody
+	drain  io.LimitedReader
+	peeked peekedBody
+	idle   time.Duration // Transport.BodyIdleTimeout
 }
+
+// maxPeek is the most of an error body read into StatusError.Body.
+const maxPeek = 4 << 10
+
+// peek reads up to maxPeek bytes of resp's body, still under the attempt
+// timeout, and puts them back in front of the rest, so the body stays
+// whole for whoever reads it next.
+func (x *exchange) peek(resp *http.Response) []byte {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	n := int64(maxPeek)
+	if resp.ContentLength >= 0 && resp.ContentLength < n {
+		n = resp.ContentLength
+	}
+	buf := make([]byte, n)
+	k, _ := io.ReadFull(resp.Body, buf)
+	x.peeked = peekedBody{buf: buf[:k], rc: resp.Body}
+	resp.Body = &x.peeked
+	return buf[:k:k]
+}
+
+// peekedBody replays the bytes peek read, then the rest of the body. An
+// error met while peeking is met again by the next read of the rest.
+type peekedBody struct {
+	buf []byte
+	rc  io.ReadCloser
+}
+
+func (b *peekedBody) Read(p []byte) (int, error) {
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		return n, nil
+	}
+	return b.rc.Read(p)
+}
+
+func (b *peekedBody) Close() error { return b.rc.Close() }
 
 // deliver hands resp to the caller. The attempt timeout ends here; the
 // attempt's context lives on until the body is closed or read to its end,
@@ -29,7 +73,7 @@ func (x *exchange) deliver(resp *http.Response) *http.Response {
 		x.ctx.release()
 		return resp
 	}
-	x.body = boundBody{rc: resp.Body, ctx: &x.ctx}
+	x.body = boundBody{rc: resp.Body, ctx: &x.ctx, idle: x.idle}
 	if w, ok := resp.Body.(io.Writer); ok {
 		// A 101 Switching Protocols body is the connection itself, which
 		// the caller writes to.
@@ -53,25 +97,80 @@ func (x *exchange) discard(resp *http.Response) {
 }
 
 // boundBody is the returned response body: it releases the attempt's
-// context on Close or at EOF, as net/http's cancelTimerBody does.
+// context on Close or at EOF, as net/http's cancelTimerBody does, and
+// enforces Transport.BodyIdleTimeout.
 type boundBody struct {
-	rc  io.ReadCloser
-	ctx *attemptCtx
+	rc   io.ReadCloser
+	ctx  *attemptCtx
+	idle time.Duration // 0: no idle limit
+
+	// timer cancels ctx when a Read waits idle long; made by the first
+	// Read. Reads are not concurrent (io.Reader), so only Read touches it.
+	timer   *time.Timer
+	idled   atomic.Bool // the timer fired
+	running atomic.Bool // a Read is waiting; only then may the timer cancel
 }
 
 func (b *boundBody) Read(p []byte) (int, error) {
+	if b.idle > 0 {
+		b.arm()
+	}
 	n, err := b.rc.Read(p)
+	if b.idle > 0 {
+		b.running.Store(false)
+		b.timer.Stop()
+		if err != nil && b.idled.Load() {
+			return n, &bodyIdleError{b.idle}
+		}
+	}
 	if err == io.EOF {
 		b.ctx.release()
 	}
 	return n, err
 }
 
+// arm starts the idle timer for one Read.
+func (b *boundBody) arm() {
+	b.running.Store(true)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, b.fire)
+		return
+	}
+	b.timer.Reset(b.idle)
+}
+
+// fire ends the attempt when a Read has waited the whole idle timeout; the
+// read then fails and Read reports a bodyIdleError.
+func (b *boundBody) fire() {
+	if b.running.Load() {
+		b.idled.Store(true)
+		b.ctx.cancel(context.DeadlineExceeded)
+	}
+}
+
 func (b *boundBody) Close() error {
 	err := b.rc.Close()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 	b.ctx.release()
 	return err
 }
+
+// ErrBodyIdle is wrapped by the error a response body read returns when it
+// waited longer than Transport.BodyIdleTimeout for a byte. That error also
+// matches context.DeadlineExceeded and is a net.Error whose Timeout is
+// true.
+var ErrBodyIdle = errors.New("retry: response body idle")
+
+type bodyIdleError struct{ idle time.Duration }
+
+func (e *bodyIdleError) Error() string {
+	return "retry: response body idle for " + e.idle.String()
+}
+func (e *bodyIdleError) Unwrap() []error { return []error{ErrBodyIdle, context.DeadlineExceeded} }
+func (e *bodyIdleError) Timeout() bool   { return true }
+func (e *bodyIdleError) Temporary() bool { return false }
 
 // boundWriteBody keeps the io.Writer of a body that has one.
 type boundWriteBody struct {

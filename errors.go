@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -32,18 +33,32 @@ type StatusError struct {
 	RetryAfter time.Duration  // the server's hint; 0 when it sent none
 	Message    string         // the status line's text, such as "503 Service Unavailable"
 	Response   *http.Response // set by Transport; its body is unread
+
+	// Body holds the start of the response body, at most 4 KiB, for a
+	// Policy.Retryable that decides by it (LLMRetryable does). The
+	// Transport fills it only when Policy.Retryable is set, and the body of
+	// Response still reads whole from its first byte.
+	Body []byte
 }
 
 // Error reports the status, never a header or a body.
 func (e *StatusError) Error() string {
-	msg := e.Message
-	if msg == "" {
+	msg := strings.TrimSpace(e.Message)
+	if msg == "" || msg == strconv.Itoa(e.StatusCode) {
 		msg = strconv.Itoa(e.StatusCode)
-		if t := http.StatusText(e.StatusCode); t != "" {
+		if t := statusText(e.StatusCode); t != "" {
 			msg += " " + t
 		}
 	}
 	return "retry: HTTP " + msg
+}
+
+// statusText is http.StatusText, knowing also the statuses LLM APIs add.
+func statusText(code int) string {
+	if code == 529 { // Anthropic: the API is overloaded
+		return "Overloaded"
+	}
+	return http.StatusText(code)
 }
 
 // retryable applies the status rule of [IsRetryable], with the response's
@@ -91,6 +106,8 @@ const (
 	// ReasonDeadline: no time was left for another attempt within the
 	// Policy's Deadline or the caller's context deadline.
 	ReasonDeadline Reason = "deadline"
+	// ReasonBudget: the Policy's retry Budget refused another retry.
+	ReasonBudget Reason = "budget"
 )
 
 // Error is returned when retrying stops without success: the attempts or the
@@ -124,7 +141,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // It is true for an attempt's own timeout ([context.DeadlineExceeded]; the
 // loop checks first that the caller's context is alive), a [net.Error] that
 // timed out, a dropped or refused connection (ECONNRESET, ECONNREFUSED,
-// ECONNABORTED, EPIPE, [io.ErrUnexpectedEOF], [io.EOF]), a failed dial or a
+// ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF], an
+// HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
 // other than 501 and 505. A response header x-should-retry: true or false, as
 // OpenAI and Anthropic send, overrides the status rule.
@@ -148,10 +166,14 @@ func IsRetryable(err error) bool {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
 	}
-	if isConnectionError(err) {
+	if isConnectionError(err) || isStreamReset(err) {
 		return true
 	}
+	// net.ErrClosed: net/http closes a connection when its read side sees
+	// a reset, and a request still writing its body then fails with "use of
+	// closed network connection" instead of ECONNRESET.
 	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -174,6 +196,29 @@ func isConnectionError(err error) bool {
 		return oe.Op == "dial" && !isCertificateError(err)
 	}
 	return false
+}
+
+// h2StreamError has the shape of net/http's HTTP/2 stream error, which
+// fills in any struct of that shape for errors.As (net/http's h2_error.go,
+// kept for golang.org/x/net/http2.StreamError), so it is recognised
+// without a dependency.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// isStreamReset reports a server that reset an HTTP/2 stream, the HTTP/2
+// form of a dropped connection: INTERNAL_ERROR, REFUSED_STREAM or CANCEL
+// (RFC 9113, section 7).
+func isStreamReset(err error) bool {
+	var se h2StreamError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code == 0x2 || se.Code == 0x7 || se.Code == 0x8
 }
 
 // isCertificateError reports TLS verification failures, which repeat on

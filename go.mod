@@ -7,3 +7,5 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	go.uber.org/goleak v1.3.0
 )
+
+require github.com/google/go-cmp v0.7.0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -63,8 +64,22 @@ type Policy struct {
 	Rand func() float64
 
 	// OnRetry is called once per retry, before the sleep, for logging and
-	// metrics. It must not block for long. Nil means none.
+	// metrics. It must not block for long. Nil means none; LogRetries
+	// returns one that logs.
 	OnRetry func(Event)
+
+	// RetryAfterJitter adds up to this fraction of a server's Retry-After
+	// hint, at random, when the hint sets the delay: 0.1 adds up to 10%.
+	// Every client rate-limited at the same moment receives the same hint,
+	// and would otherwise come back at the same instant. Zero means none, so
+	// a hint is honoured exactly; negative or NaN is a configuration error.
+	RetryAfterJitter float64
+
+	// Budget, when set, caps retries at a share of the first attempts of
+	// every call that shares it (see Budget): each call deposits on its
+	// first attempt, and a retry that the budget refuses ends the call with
+	// ReasonBudget. Nil means no budget.
+	Budget *Budget
 }
 
 // Event describes one retry, for Policy.OnRetry.
@@ -72,6 +87,10 @@ type Event struct {
 	Attempt int           // the attempt that just failed, counting from 1
 	Err     error         // its error; a *StatusError for a retryable HTTP status
 	Delay   time.Duration // the sleep about to happen
+
+	// FromRetryAfter reports that Delay is the server's Retry-After hint
+	// (plus RetryAfterJitter), which was longer than the backoff.
+	FromRetryAfter bool
 }
 
 // Do calls fn until it succeeds, by the rules of p, and returns its result.
@@ -127,6 +146,9 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 	}
 	l.ctx, l.p = ctx, p
 	l.start = p.now()
+	if p.Budget != nil && ctx.Err() == nil {
+		p.Budget.Deposit()
+	}
 	return nil
 }
 
@@ -162,37 +184,57 @@ func (l *loop) failed(err error, retry bool) error {
 		return err
 	}
 	l.last = err
-	delay, err := l.delay()
+	delay, hinted, err := l.delay()
 	if err != nil {
 		return err
 	}
-	return l.sleep(delay)
+	return l.sleep(delay, hinted)
 }
 
-// delay computes the sleep before the next attempt (steps 5 to 7), or the
-// error to stop with.
-func (l *loop) delay() (time.Duration, error) {
+// delay computes the sleep before the next attempt (steps 5 to 7) and
+// whether the server's hint set it, or the error to stop with.
+func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	if l.attempt >= l.p.maxAttempts() {
-		return 0, l.giveUp(ReasonMaxAttempts)
+		return 0, false, l.giveUp(ReasonMaxAttempts)
 	}
-	delay := Backoff(l.attempt, l.p.base(), l.p.cap(), l.p.Rand)
+	delay = Backoff(l.attempt, l.p.base(), l.p.cap(), l.p.Rand)
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
-		delay = hint
+		delay, hinted = l.p.jitterHint(hint), true
 	}
 	elapsed := l.p.since(l.start)
 	if delay >= l.p.deadline()-elapsed {
-		return 0, l.giveUp(ReasonDeadline)
+		return 0, false, l.giveUp(ReasonDeadline)
 	}
 	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {
-		return 0, l.giveUp(ReasonDeadline)
+		return 0, false, l.giveUp(ReasonDeadline)
 	}
-	return delay, nil
+	// Last, so that a retry the deadline forbids spends no token.
+	if l.p.Budget != nil && !l.p.Budget.Withdraw() {
+		return 0, false, l.giveUp(ReasonBudget)
+	}
+	return delay, hinted, nil
+}
+
+// jitterHint adds up to RetryAfterJitter of hint, saturating rather than
+// overflowing.
+func (p *Policy) jitterHint(hint time.Duration) time.Duration {
+	if p.RetryAfterJitter <= 0 {
+		return hint
+	}
+	extra := float64(hint) * p.RetryAfterJitter * randFactor(p.Rand)
+	if extra >= float64(maxDuration-hint) {
+		return maxDuration
+	}
+	return hint + time.Duration(extra)
 }
 
 // sleep reports the retry and waits (step 8).
-func (l *loop) sleep(delay time.Duration) error {
+func (l *loop) sleep(delay time.Duration, hinted bool) error {
+	if l.ctx.Err() != nil { // cancelled while the Transport drained a response
+		return l.canceled(nil)
+	}
 	if l.p.OnRetry != nil {
-		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay})
+		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted})
 	}
 	var err error
 	if l.p.Sleep != nil {
@@ -200,8 +242,11 @@ func (l *loop) sleep(delay time.Duration) error {
 	} else {
 		err = sleepOn(l.ctx, l.p.Clock, delay)
 	}
-	if err != nil || l.ctx.Err() != nil {
+	switch {
+	case l.ctx.Err() != nil:
 		return l.canceled(nil)
+	case err != nil: // a custom Sleep failed on its own
+		return fmt.Errorf("retry: Policy.Sleep failed after %d attempts: %w; last error: %w", l.attempt, err, l.last)
 	}
 	return nil
 }
@@ -215,9 +260,6 @@ func (l *loop) giveUp(r Reason) error {
 // error (or else the last retryable one) for errors.As.
 func (l *loop) canceled(err error) error {
 	cerr := l.ctx.Err()
-	if cerr == nil { // a custom Sleep failed on its own
-		cerr = context.Canceled
-	}
 	if err == nil {
 		err = l.last
 	}
@@ -279,8 +321,11 @@ func (p *Policy) validate() error {
 		return bad("Base", p.Base)
 	case p.Cap < 0:
 		return bad("Cap", p.Cap)
+	case p.RetryAfterJitter < 0 || math.IsNaN(p.RetryAfterJitter) || math.IsInf(p.RetryAfterJitter, 0):
+		return fmt.Errorf("%w: RetryAfterJitter is %v; it must be a finite fraction, 0 or more",
+			ErrInvalidPolicy, p.RetryAfterJitter)
 	}
-	return nil
+	return p.Budget.validate() // nil-safe
 }
 
 func (p *Policy) now() time.Time {

@@ -3,7 +3,11 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Transport is an [net/http.RoundTripper] that retries requests by the rules
@@ -39,6 +43,31 @@ type Transport struct {
 	// Policy says how often and how long to retry. The zero Policy takes
 	// the defaults.
 	Policy Policy
+
+	// Replayable decides whether a request may be sent again after a
+	// failure the server may have processed: a timeout, a dropped
+	// connection, a 408 or a 5xx. It must not modify the request. Nil keeps
+	// the rule above: idempotent methods and requests with an idempotency
+	// key. Set it to retry calls whose repetition is harmless though their
+	// method is not idempotent, such as LLM text generation, where a second
+	// call costs tokens but changes nothing. Failures that prove the request
+	// was not processed are retried whatever it says.
+	Replayable func(*http.Request) bool
+
+	// IdempotencyKey, when set, gives each POST or PATCH that has no
+	// Idempotency-Key or X-Idempotency-Key header an Idempotency-Key with
+	// the value it returns, the same on every attempt of that call, and the
+	// request is then retried like an idempotent one. Use it only with
+	// servers that deduplicate requests by that header. NewIdempotencyKey
+	// suits it. Nil means no key is added; an empty key is not sent.
+	IdempotencyKey func() string
+
+	// BodyIdleTimeout fails a response body read that waits this long for
+	// a byte, with an error that wraps ErrBodyIdle and
+	// context.DeadlineExceeded. Unlike a total timeout, it never cuts a
+	// long stream that keeps delivering, such as server-sent events. Zero
+	// means no limit.
+	BodyIdleTimeout time.Duration
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -57,9 +86,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req.Body)
 		return nil, err
 	}
+	if t.BodyIdleTimeout < 0 {
+		closeBody(req.Body)
+		return nil, fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
+			ErrInvalidPolicy, t.BodyIdleTimeout)
+	}
 	base := t.base()
 	rewind := rewindable(req)
-	replay := rewind && replayable(req)
+	header, keyed := t.addKey(req)
+	replay := rewind && (keyed || t.replayable(req))
 	body := req.Body // the body of the next attempt, not yet handed on
 	for {
 		timeout, err := l.begin()
@@ -70,13 +105,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if l.attempt > 1 {
 			if body, err = nextBody(req); err != nil {
 				return nil, &Error{Reason: ReasonMaxAttempts, Attempts: l.attempt - 1,
-					Err: errors.Join(errors.New("retry: GetBody failed"), err, l.last)}
+					Err: fmt.Errorf("retry: GetBody failed: %w; last error: %w", err, l.last)}
 			}
 		}
-		x := new(exchange)
+		x := &exchange{idle: t.BodyIdleTimeout}
 		x.ctx.init(req.Context(), timeout)
 		areq := req.WithContext(&x.ctx)
 		areq.Body, body = body, nil
+		areq.Header = header
 		resp, err := base.RoundTrip(areq)
 		if err == nil && resp == nil {
 			err = errNilResponse
@@ -98,21 +134,54 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode < 400 {
 			return x.deliver(resp), nil
 		}
-		se := &StatusError{StatusCode: resp.StatusCode, Message: resp.Status, Response: resp}
+		se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
-		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) || !l.retryable(se) {
+		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) {
+			return x.deliver(resp), nil
+		}
+		if l.p.Retryable != nil {
+			se.Body = x.peek(resp) // custom judges may read it; the default never does
+		}
+		if !l.retryable(se) {
 			return x.deliver(resp), nil
 		}
 		l.last = se
-		delay, stop := l.delay()
+		delay, hinted, stop := l.delay()
 		if stop != nil {
 			return x.deliver(resp), nil
 		}
 		x.discard(resp)
-		if err := l.sleep(delay); err != nil {
+		if err := l.sleep(delay, hinted); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// addKey returns the header every attempt sends, and whether it holds an
+// idempotency key added by IdempotencyKey. The caller's header map is
+// never written: a key goes into a copy.
+func (t *Transport) addKey(req *http.Request) (http.Header, bool) {
+	if t.IdempotencyKey == nil || (req.Method != http.MethodPost && req.Method != http.MethodPatch) ||
+		hasKey(req.Header) {
+		return req.Header, false
+	}
+	key := t.IdempotencyKey()
+	if key == "" {
+		return req.Header, false
+	}
+	h := req.Header.Clone()
+	if h == nil {
+		h = make(http.Header, 1)
+	}
+	h.Set("Idempotency-Key", key)
+	return h, true
+}
+
+func (t *Transport) replayable(req *http.Request) bool {
+	if t.Replayable != nil {
+		return t.Replayable(req)
+	}
+	return idempotent(req)
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -122,20 +191,26 @@ func (t *Transport) base() http.RoundTripper {
 	return t.Base
 }
 
-// replayable reports whether req may be sent again after a failure the
+// idempotent reports whether req may be sent again after a failure the
 // server may have processed: its method is idempotent (RFC 9110, section
-// 9.2.2), or it carries an idempotency key. A key present with a nil value
-// counts: net/http's convention for "idempotent, but send no key".
-func replayable(req *http.Request) bool {
+// 9.2.2), or it carries an idempotency key.
+func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
 		http.MethodPut, http.MethodDelete:
 		return true
 	}
-	if _, ok := req.Header["Idempotency-Key"]; ok {
+	return hasKey(req.Header)
+}
+
+// hasKey reports an Idempotency-Key or X-Idempotency-Key header. A key
+// present with a nil value counts: net/http's convention for "idempotent,
+// but send no key".
+func hasKey(h http.Header) bool {
+	if _, ok := h["Idempotency-Key"]; ok {
 		return true
 	}
-	_, ok := req.Header["X-Idempotency-Key"]
+	_, ok := h["X-Idempotency-Key"]
 	return ok
 }
 
@@ -148,4 +223,11 @@ func notProcessed(se *StatusError) bool {
 	}
 	v, ok := se.shouldRetry()
 	return ok && v
+}
+
+// statusMessage is StatusError.Message for code: the code and its standard
+// name, never resp.Status, whose text is the server's: a server that echoes
+// the request's Authorization there would put it in every error and Event.
+func statusMessage(code int) string {
+	return strings.TrimSpace(strconv.Itoa(code) + " " + statusText(code))
 }

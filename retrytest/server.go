@@ -51,6 +51,21 @@ type Step struct {
 	// Close asks for the connection to be closed after this answer.
 	Close bool
 
+	// Dribble, when positive, sends the body slowly: after the headers and
+	// Body, each 32 KiB chunk of the generated rest (see BodySize) is
+	// flushed, then the handler waits Dribble (real time) before the next,
+	// until the body is complete, the client goes away or the server
+	// closes. With a BodySize of 1 GiB it plays a server that never
+	// finishes a huge answer.
+	Dribble time.Duration
+
+	// ResetRequestAfter, when positive, reads that many bytes of the
+	// request body (fewer if it is shorter), then drops the connection
+	// with a TCP reset before any header is sent: a server that fails
+	// while the client is still sending. The Request record holds the
+	// bytes read. Over HTTP/2 it resets the stream instead.
+	ResetRequestAfter int64
+
 	// Func, when set, answers the request instead of the fields above. The
 	// request body has been read already; it is in the Request record.
 	Func func(w http.ResponseWriter, r *http.Request)
@@ -75,11 +90,11 @@ func Status(code int, headerPairs ...string) Step {
 
 // Request is what a Server received in one request.
 type Request struct {
-	Method string
-	Path   string
+	Method string      // "GET", "POST", ...
+	Path   string      // the URL path, such as "/v1/chat/completions"
 	Proto  string      // "HTTP/1.1" or "HTTP/2.0"
 	Header http.Header // a copy
-	Body   []byte      // read in full before the step ran
+	Body   []byte      // read in full before the step ran (see ResetRequestAfter)
 }
 
 // Server is a loopback HTTP server that answers each request with the next
@@ -91,6 +106,9 @@ type Server struct {
 
 	conns atomic.Int64
 	quit  chan struct{} // closed when the test ends, to free hung handlers
+
+	idleMu sync.Mutex            // protects idle
+	idle   map[net.Conn]struct{} // connections waiting between requests
 
 	mu       sync.Mutex // protects the fields below
 	steps    []Step
@@ -112,13 +130,9 @@ func NewTLSServer(t testing.TB, steps ...Step) *Server {
 
 func start(t testing.TB, tls bool, steps []Step) *Server {
 	t.Helper()
-	s := &Server{quit: make(chan struct{}), steps: steps}
+	s := &Server{quit: make(chan struct{}), steps: steps, idle: make(map[net.Conn]struct{})}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
+	s.Config.ConnState = s.connState
 	if tls {
 		s.EnableHTTP2 = true
 		s.StartTLS()
@@ -157,19 +171,59 @@ func (s *Server) Received() []Request {
 // Conns returns how many connections clients have opened to the server.
 func (s *Server) Conns() int { return int(s.conns.Load()) }
 
+// CloseIdleConns closes every connection that waits between requests, as a
+// server whose keep-alive timeout ran out does, and returns how many it
+// closed. A client that sends its next request on such a connection finds
+// it closed. Connections serving a request are left alone.
+func (s *Server) CloseIdleConns() int {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	n := 0
+	for c := range s.idle {
+		_ = c.Close()
+		delete(s.idle, c)
+		n++
+	}
+	return n
+}
+
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		s.conns.Add(1)
+	}
+	s.idleMu.Lock()
+	if st == http.StateIdle {
+		s.idle[c] = struct{}{}
+	} else {
+		delete(s.idle, c)
+	}
+	s.idleMu.Unlock()
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.received = append(s.received, Request{
-		Method: r.Method, Path: r.URL.Path, Proto: r.Proto,
-		Header: r.Header.Clone(), Body: body,
-	})
 	var st Step
 	if len(s.steps) > 0 {
 		st = s.steps[min(s.next, len(s.steps)-1)]
 		s.next++
 	}
 	s.mu.Unlock()
+	var body []byte
+	if st.ResetRequestAfter > 0 {
+		body, _ = io.ReadAll(io.LimitReader(r.Body, st.ResetRequestAfter))
+	} else {
+		body, _ = io.ReadAll(r.Body)
+	}
+	s.mu.Lock()
+	s.received = append(s.received, Request{
+		Method: r.Method, Path: r.URL.Path, Proto: r.Proto,
+		Header: r.Header.Clone(), Body: body,
+	})
+	s.mu.Unlock()
+	if st.ResetRequestAfter > 0 {
+		reset(w)
+		return
+	}
 	s.play(w, r, st)
 }
 
@@ -217,6 +271,8 @@ func (s *Server) play(w http.ResponseWriter, r *http.Request, st Step) {
 		_, _ = io.WriteString(w, st.Body)
 		_ = rc.Flush()
 		s.wait(ctx, -1)
+	case st.Dribble > 0:
+		s.dribble(w, r, st, size)
 	default:
 		_ = writeBody(w, st.Body, size)
 	}
@@ -238,6 +294,25 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	case <-s.quit:
 	}
 	return false
+}
+
+// dribble writes Body, then the generated rest of a body of size bytes one
+// flushed 32 KiB chunk at a time, waiting st.Dribble before each chunk.
+func (s *Server) dribble(w http.ResponseWriter, r *http.Request, st Step, size int64) {
+	rc := http.NewResponseController(w)
+	if err := writeBody(w, st.Body, min(size, int64(len(st.Body)))); err != nil {
+		return
+	}
+	for left := size - int64(len(st.Body)); left > 0; {
+		if rc.Flush() != nil || !s.wait(r.Context(), st.Dribble) {
+			return
+		}
+		chunk := filler[:min(left, int64(len(filler)))]
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+		left -= int64(len(chunk))
+	}
 }
 
 // filler is the generated part of long bodies.

@@ -1,0 +1,145 @@
+// Command openai calls OpenAI's chat completions through the official Go SDK,
+// with retry.Transport underneath doing all the retrying.
+//
+// With OPENAI_API_KEY set it asks the real API. Without it, it talks to a
+// local fake that speaks the same wire format and fails on a script: a 429
+// with retry-after-ms, then a 500 with x-should-retry: true, then an answer.
+//
+//	go run .
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/retrykit/retry"
+)
+
+// model is the model asked; any chat model will do.
+const model = openai.ChatModelGPT5_4Mini
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Println("failed:", explain(err))
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: dropTime, // keep the output short
+	}))
+
+	apiKey, baseURL := os.Getenv("OPENAI_API_KEY"), ""
+	if apiKey == "" {
+		fmt.Println("OPENAI_API_KEY is not set: asking a local fake that fails twice, then answers.")
+		fake := startFake(os.Stdout, demoScript()...)
+		defer fake.Close()
+		apiKey, baseURL = "sk-fake", fake.URL+"/v1/"
+	}
+	client := newClient(apiKey, baseURL, newTransport(newPolicy(logger)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	completion, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello in five words.")},
+	})
+	if err != nil {
+		return err
+	}
+	if len(completion.Choices) == 0 {
+		return errors.New("the completion has no choices")
+	}
+	fmt.Printf("answer after %v: %s\n", time.Since(start).Round(time.Millisecond),
+		completion.Choices[0].Message.Content)
+	return nil
+}
+
+// newPolicy returns the retry policy for LLM calls.
+func newPolicy(logger *slog.Logger) retry.Policy {
+	return retry.Policy{
+		MaxAttempts: 5,
+		// A completion that is not streamed sends its response headers only
+		// once the whole answer is written: the attempt timeout must cover
+		// the slowest answer you expect, or every long answer fails.
+		AttemptTimeout: 2 * time.Minute,
+		Deadline:       5 * time.Minute,
+		// LLMRetryable retries what IsRetryable does (429, 5xx, timeouts,
+		// dropped connections), except a 429 saying the quota is used up:
+		// waiting will not bring the money back.
+		Retryable: retry.LLMRetryable,
+		// Every client that hit the rate limit at the same moment gets the
+		// same retry-after hint; up to 10% more spreads them out.
+		RetryAfterJitter: 0.1,
+		OnRetry:          retry.LogRetries(logger),
+	}
+}
+
+// newTransport returns the retry.Transport for LLM calls, with policy p.
+func newTransport(p retry.Policy) *retry.Transport {
+	t := retry.NewTransport(nil, p)
+	// Chat completions are POSTs, which the Transport re-sends after a 500 or
+	// a timeout only if told it may: the server may have done the work and
+	// lost the reply. For text generation a second call only costs tokens,
+	// so say it may. Leave other calls (uploads, fine-tuning jobs, batches)
+	// to the default rule: a repeat could create a second one.
+	t.Replayable = isGeneration
+	return t
+}
+
+// newClient returns an OpenAI client whose requests go through t. An empty
+// baseURL means the real API.
+func newClient(apiKey, baseURL string, t *retry.Transport) openai.Client {
+	opts := []option.RequestOption{
+		option.WithAPIKey(apiKey),
+		option.WithHTTPClient(&http.Client{Transport: t}),
+		// The Transport retries; the SDK must not. Its 2 retries by default
+		// around our 5 attempts would make up to 3 x 5 = 15 calls, and its
+		// sleeps would ignore our deadline.
+		option.WithMaxRetries(0),
+	}
+	if baseURL != "" {
+		opts = append(opts, option.WithBaseURL(baseURL))
+	}
+	return openai.NewClient(opts...)
+}
+
+// isGeneration reports a request that only generates text, so that sending
+// it twice is harmless.
+func isGeneration(req *http.Request) bool {
+	return strings.HasSuffix(req.URL.Path, "/chat/completions") ||
+		strings.HasSuffix(req.URL.Path, "/responses") ||
+		strings.HasSuffix(req.URL.Path, "/embeddings")
+}
+
+// explain tells the two ways a call can fail apart. When retrying stops on
+// an HTTP status (or the status is not worth retrying), the SDK gets the
+// response and returns its own *openai.Error, body included. When it stops
+// on a timeout or a dropped connection, the error is a *retry.Error.
+func explain(err error) string {
+	if apiErr, ok := errors.AsType[*openai.Error](err); ok {
+		return fmt.Sprintf("the API said %d (%s): %s", apiErr.StatusCode, apiErr.Code, apiErr.Message)
+	}
+	if rerr, ok := errors.AsType[*retry.Error](err); ok {
+		return fmt.Sprintf("gave up (%s) after %d attempts: %v", rerr.Reason, rerr.Attempts, rerr.Err)
+	}
+	return err.Error()
+}
+
+// dropTime removes the time from log lines.
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -110,7 +112,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		x := &exchange{idle: t.BodyIdleTimeout}
 		x.ctx.init(req.Context(), timeout)
-		areq := req.WithContext(&x.ctx)
+		var ctx context.Context = &x.ctx
+		var cw *connWatch
+		if !replay {
+			cw = new(connWatch)
+			ctx = cw.watch(ctx)
+		}
+		areq := req.WithContext(ctx)
 		areq.Body, body = body, nil
 		areq.Header = header
 		resp, err := base.RoundTrip(areq)
@@ -125,7 +133,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				err = &attemptTimeoutError{err}
 			}
 			x.ctx.release()
-			again := rewind && (replay || isConnectionError(err)) && l.retryable(err)
+			again := rewind && (replay || isConnectionError(err) || cw.failedConnecting()) && l.retryable(err)
 			if err := l.failed(err, again); err != nil {
 				return nil, err
 			}
@@ -212,6 +220,36 @@ func hasKey(h http.Header) bool {
 	}
 	_, ok := h["X-Idempotency-Key"]
 	return ok
+}
+
+// connWatch follows an attempt that may not be sent twice through net/http's
+// client trace, to tell whether it failed while its connection was being
+// set up: a DNS lookup, dial or TLS handshake began and no connection was
+// ever obtained for it. Such a request never reached a server, so it may be
+// sent again. The error alone cannot tell: a connection reset during the
+// TLS handshake looks like one after the request was sent. A base that
+// reports no trace events is never judged this way.
+type connWatch struct {
+	connecting atomic.Bool // a DNS lookup, dial or TLS handshake began
+	gotConn    atomic.Bool // a connection was obtained for the request
+}
+
+// watch returns ctx with a client trace reporting to w; it adds to any trace
+// ctx already has.
+func (w *connWatch) watch(ctx context.Context) context.Context {
+	begin := func() { w.connecting.Store(true) }
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		DNSStart:          func(httptrace.DNSStartInfo) { begin() },
+		ConnectStart:      func(string, string) { begin() },
+		TLSHandshakeStart: begin,
+		GotConn:           func(httptrace.GotConnInfo) { w.gotConn.Store(true) },
+	})
+}
+
+// failedConnecting reports an attempt that ended while connecting; false
+// for a nil w.
+func (w *connWatch) failedConnecting() bool {
+	return w != nil && w.connecting.Load() && !w.gotConn.Load()
 }
 
 // notProcessed reports a status response that proves the request did not

@@ -3,6 +3,7 @@ package retry
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -273,6 +274,70 @@ func TestTransportRetriesPostWhenConnectionRefused(t *testing.T) {
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("err = %v, want ECONNREFUSED inside", err)
+	}
+}
+
+// resetHandshakes accepts connections and resets each one as soon as the
+// client's TLS handshake begins. It returns the listener's address.
+func resetHandshakes(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 16)) // the start of the ClientHello
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestTransportRetriesPostWhenTLSHandshakeFails: a connection dropped
+// during the TLS handshake, like a refused one, proves the request never
+// reached a server; one dropped after the request arrived does not.
+func TestTransportRetriesPostWhenTLSHandshakeFails(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		server    func(t *testing.T) (url string, base *http.Transport)
+		wantTries int32
+	}{
+		{name: "reset during the handshake", wantTries: 3,
+			server: func(t *testing.T) (string, *http.Transport) {
+				base := newBase(t)
+				base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+				return "https://" + resetHandshakes(t), base
+			}},
+		{name: "reset after the request arrived", wantTries: 1,
+			server: func(t *testing.T) (string, *http.Transport) {
+				srv := retrytest.NewTLSServer(t, retrytest.Step{Reset: true})
+				return srv.URL, srv.Client().Transport.(*http.Transport)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url, base := tt.server(t)
+			cb := &countingBase{base: base}
+			p, _ := fakeTime(Policy{MaxAttempts: 3})
+			resp, err := (&http.Client{Transport: NewTransport(cb, p)}).Post(url, "application/json", strings.NewReader("{}"))
+			if resp != nil {
+				resp.Body.Close()
+				t.Errorf("got status %d, want an error", resp.StatusCode)
+			}
+			if n := cb.attempts.Load(); n != tt.wantTries {
+				t.Errorf("made %d attempts, want %d (err %v)", n, tt.wantTries, err)
+			}
+		})
 	}
 }
 

@@ -537,8 +537,10 @@ func TestTransportDrainsAndClosesDiscardedResponses(t *testing.T) {
 				t.Errorf("%d responses closed before the last returned, want 2", len(discarded))
 			}
 			for i, b := range discarded {
-				if n := b.read.Load(); n != min(tt.size, maxDrain) {
-					t.Errorf("discarded response %d: read %d bytes, want %d", i, n, min(tt.size, maxDrain))
+				// A short body is read to its end, so its connection can
+				// serve the next attempt; a long one at most 64 KiB.
+				if n := b.read.Load(); n > 64<<10 || (tt.size <= 64<<10 && n != tt.size) {
+					t.Errorf("discarded response %d: read %d of %d bytes", i, n, tt.size)
 				}
 			}
 			wantUnread(t, resp, "ok")

@@ -2,7 +2,7 @@
 // can and fail fast when they can't.
 //
 // It has two entry points over one retry loop. [Transport] is an
-// [net/http.RoundTripper] middleware: put it in an [net/http.Client], or hand
+// [net/http.RoundTripper] middleware: put it in a [net/http.Client], or hand
 // such a client to an SDK that accepts one, and every request is retried by
 // the rules below. [Do] runs the same loop around any call, such as a gRPC
 // method, a database query, or a whole streamed LLM answer read inside one

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// Transport is an [net/http.RoundTripper] that retries requests by the rules
-// of its Policy. Put it in an [net/http.Client] (or hand such a client to an
+// Transport is a [net/http.RoundTripper] that retries requests by the rules
+// of its Policy. Put it in a [net/http.Client] (or hand such a client to an
 // SDK) and every request through it is retried when that is safe and useful.
 //
 // A response with status 400 or more is judged as a [*StatusError] by

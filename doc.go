@@ -1,7 +1,7 @@
 // Package retry makes calls to unreliable remote services succeed when they
 // can and fail fast when they can't.
 //
-// It has two entry points over one retry loop. [Transport] is an
+// It has two entry points over one retry loop. [Transport] is a
 // [net/http.RoundTripper] middleware: put it in a [net/http.Client], or hand
 // such a client to an SDK that accepts one, and every request is retried by
 // the rules below. [Do] runs the same loop around any call, such as a gRPC

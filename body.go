@@ -148,11 +148,11 @@ func (b *boundBody) fire() {
 	}
 }
 
+// Close closes the body and ends the attempt. It leaves the idle timer to
+// Read, which stops it when the read that Close interrupts returns: the
+// timer belongs to Read, and Close may run in another goroutine.
 func (b *boundBody) Close() error {
 	err := b.rc.Close()
-	if b.timer != nil {
-		b.timer.Stop()
-	}
 	b.ctx.release()
 	return err
 }
@@ -204,9 +204,11 @@ func closeBody(b io.ReadCloser) {
 
 // attemptTimeoutError marks the error of an attempt cut by its own timeout
 // when the base RoundTripper reported something else, so that it is judged
-// as the timeout it was.
+// as the timeout it was. Both the base's error and
+// context.DeadlineExceeded are in its chain.
 type attemptTimeoutError struct{ err error }
 
-func (e *attemptTimeoutError) Error() string { return "retry: attempt timed out: " + e.err.Error() }
-func (e *attemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
-func (e *attemptTimeoutError) Timeout() bool { return true }
+func (e *attemptTimeoutError) Error() string   { return "retry: attempt timed out: " + e.err.Error() }
+func (e *attemptTimeoutError) Unwrap() []error { return []error{context.DeadlineExceeded, e.err} }
+func (e *attemptTimeoutError) Timeout() bool   { return true }
+func (e *attemptTimeoutError) Temporary() bool { return false }

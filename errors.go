@@ -31,7 +31,7 @@ var errNilFunc = errors.New("retry: Do called with a nil function")
 type StatusError struct {
 	StatusCode int            // the HTTP status code, such as 503
 	RetryAfter time.Duration  // the server's hint; 0 when it sent none
-	Message    string         // the status line's text, such as "503 Service Unavailable"
+	Message    string         // the code and its standard name, such as "503 Service Unavailable"; never the server's own text
 	Response   *http.Response // set by Transport; its body is unread
 
 	// Body holds the start of the response body, at most 4 KiB, for a
@@ -147,11 +147,23 @@ func (e *Error) Unwrap() error { return e.Err }
 // other than 501 and 505. A response header x-should-retry: true or false, as
 // OpenAI and Anthropic send, overrides the status rule.
 //
+// Any [io.EOF] counts as a dropped connection: net/http reports a server
+// that closed a reused connection that way, and the error keeps no trace of
+// whether the connection was reused. A function given to [Do] whose io.EOF
+// means something else should return another error, or judge its errors
+// with its own Policy.Retryable.
+//
 // It is false for everything else: other 4xx statuses, [context.Canceled],
 // TLS certificate errors, a bad URL or scheme, redirect loops, and any error
 // it does not know.
 func IsRetryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil {
+		return false
+	}
+	if _, ok := errors.AsType[*attemptTimeoutError](err); ok {
+		return true // the attempt's own timeout, whatever the base made of it
+	}
+	if errors.Is(err, context.Canceled) {
 		return false
 	}
 	if se, ok := errors.AsType[*StatusError](err); ok {

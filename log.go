@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -52,5 +53,7 @@ func redact(err error) string {
 	if u, perr := url.Parse(ue.URL); perr == nil {
 		clean = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 	}
+	// url.Error quotes a URL that holds quotes or backslashes.
+	msg = strings.ReplaceAll(msg, strconv.Quote(ue.URL), strconv.Quote(clean))
 	return strings.ReplaceAll(msg, ue.URL, clean)
 }

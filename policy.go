@@ -111,7 +111,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		return zero, errNilFunc
 	}
 	var l loop
-	if err := l.init(ctx, &p); err != nil {
+	if err := l.init(ctx, p); err != nil {
 		return zero, err
 	}
 	for {
@@ -134,13 +134,13 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 // loop is the state of one call's retries, shared by Do and Transport.
 type loop struct {
 	ctx     context.Context
-	p       *Policy
+	p       Policy // a copy: the caller's is never written, nor kept
 	start   time.Time
 	attempt int   // attempts begun
 	last    error // the last retryable error
 }
 
-func (l *loop) init(ctx context.Context, p *Policy) error {
+func (l *loop) init(ctx context.Context, p Policy) error {
 	if err := p.validate(); err != nil {
 		return err
 	}

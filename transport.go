@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -83,87 +84,137 @@ var errNilResponse = errors.New("retry: base RoundTripper returned a nil respons
 
 // RoundTrip sends req, retrying it by the Transport's rules; see [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var l loop
-	if err := l.init(req.Context(), &t.Policy); err != nil {
+	c := call{t: t, req: req, body: req.Body}
+	if err := c.init(); err != nil {
 		closeBody(req.Body)
 		return nil, err
 	}
-	if t.BodyIdleTimeout < 0 {
-		closeBody(req.Body)
-		return nil, fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
-			ErrInvalidPolicy, t.BodyIdleTimeout)
-	}
-	base := t.base()
-	rewind := rewindable(req)
-	header, keyed := t.addKey(req)
-	replay := rewind && (keyed || t.replayable(req))
-	body := req.Body // the body of the next attempt, not yet handed on
 	for {
-		timeout, err := l.begin()
-		if err != nil {
-			closeBody(body)
-			return nil, err
-		}
-		if l.attempt > 1 {
-			if body, err = nextBody(req); err != nil {
-				return nil, &Error{Reason: ReasonMaxAttempts, Attempts: l.attempt - 1,
-					Err: fmt.Errorf("retry: GetBody failed: %w; last error: %w", err, l.last)}
-			}
-		}
-		x := &exchange{idle: t.BodyIdleTimeout}
-		x.ctx.init(req.Context(), timeout)
-		var ctx context.Context = &x.ctx
-		var cw *connWatch
-		if !replay {
-			cw = new(connWatch)
-			ctx = cw.watch(ctx)
-		}
-		areq := req.WithContext(ctx)
-		areq.Body, body = body, nil
-		areq.Header = header
-		resp, err := base.RoundTrip(areq)
-		if err == nil && resp == nil {
-			err = errNilResponse
-		}
-		if err != nil {
-			if resp != nil && resp.Body != nil {
-				_ = resp.Body.Close() // a base that broke the contract
-			}
-			if x.ctx.timedOut() && !errors.Is(err, context.DeadlineExceeded) {
-				err = &attemptTimeoutError{err}
-			}
-			x.ctx.release()
-			again := rewind && (replay || isConnectionError(err) || cw.failedConnecting()) && l.retryable(err)
-			if err := l.failed(err, again); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if resp.StatusCode < 400 {
-			return x.deliver(resp), nil
-		}
-		se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
-		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
-		if !rewind || l.ctx.Err() != nil || !(replay || notProcessed(se)) {
-			return x.deliver(resp), nil
-		}
-		if l.p.Retryable != nil {
-			se.Body = x.peek(resp) // custom judges may read it; the default never does
-		}
-		if !l.retryable(se) {
-			return x.deliver(resp), nil
-		}
-		l.last = se
-		delay, hinted, stop := l.delay()
-		if stop != nil {
-			return x.deliver(resp), nil
-		}
-		x.discard(resp)
-		if err := l.sleep(delay, hinted); err != nil {
-			return nil, err
+		resp, done, err := c.attempt()
+		if done {
+			return resp, err
 		}
 	}
 }
+
+// call is the state of one RoundTrip.
+type call struct {
+	t      *Transport
+	req    *http.Request
+	l      loop
+	base   http.RoundTripper
+	header http.Header   // what every attempt sends
+	rewind bool          // the body can be sent again
+	replay bool          // the request may be sent again after it may have been processed
+	body   io.ReadCloser // the body of the next attempt, not yet handed on
+}
+
+func (c *call) init() error {
+	if err := c.l.init(c.req.Context(), c.t.Policy); err != nil {
+		return err
+	}
+	if c.t.BodyIdleTimeout < 0 {
+		return fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
+			ErrInvalidPolicy, c.t.BodyIdleTimeout)
+	}
+	c.base = c.t.base()
+	c.rewind = rewindable(c.req)
+	var keyed bool
+	c.header, keyed = c.t.addKey(c.req)
+	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
+	return nil
+}
+
+// attempt makes one attempt and, when another may follow, sleeps. done
+// says that resp and err are the call's result.
+func (c *call) attempt() (resp *http.Response, done bool, err error) {
+	timeout, err := c.l.begin()
+	if err != nil {
+		closeBody(c.body)
+		return nil, true, err
+	}
+	if c.l.attempt > 1 {
+		if c.body, err = nextBody(c.req); err != nil {
+			return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
+				c.l.attempt, err, c.l.last)
+		}
+	}
+	x := &exchange{idle: c.t.BodyIdleTimeout}
+	parent := c.req.Context()
+	var cw *connWatch
+	if !c.replay {
+		cw = new(connWatch)
+		parent = cw.watch(parent)
+	}
+	x.ctx.init(parent, timeout)
+	areq := c.req.WithContext(&x.ctx)
+	areq.Body, c.body = c.body, nil
+	areq.Header = c.header
+	resp, err = c.base.RoundTrip(areq)
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close() // a base that broke the contract
+		}
+		if x.ctx.timedOut() && !errors.Is(err, context.DeadlineExceeded) {
+			err = &attemptTimeoutError{err}
+		}
+		x.ctx.release()
+		return c.failed(err, c.replay || isConnectionError(err) || cw.failedConnecting())
+	}
+	if resp.StatusCode < 400 {
+		return x.deliver(resp), true, nil
+	}
+	return c.status(x, resp)
+}
+
+// failed ends an attempt that returned err; resend says whether the
+// request may be sent again after it.
+func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
+	if err := c.l.failed(err, c.rewind && resend && c.l.retryable(err)); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// status ends an attempt answered with a status of 400 or more: it hands
+// the response back, or discards it and sleeps before the next attempt.
+func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
+	l := &c.l
+	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
+	se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
+	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
+		return x.deliver(resp), true, nil
+	}
+	if l.p.Retryable != nil { // custom judges may read the body; the default never does
+		if se.Body = x.peek(resp); x.ctx.timedOut() {
+			// The attempt timed out during the peek, which cut the body:
+			// the response cannot be handed back whole.
+			_ = resp.Body.Close()
+			x.ctx.release()
+			return c.failed(&attemptTimeoutError{errPeekTimedOut}, true)
+		}
+	}
+	if !l.retryable(se) {
+		return x.deliver(resp), true, nil
+	}
+	l.last = se
+	delay, hinted, stop := l.delay()
+	if stop != nil {
+		return x.deliver(resp), true, nil
+	}
+	x.discard(resp)
+	if err := l.sleep(delay, hinted); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// errPeekTimedOut is the error of an attempt whose timeout fired while the
+// start of its error body was being read for Policy.Retryable.
+var errPeekTimedOut = errors.New("retry: attempt timed out reading the error body")
 
 // addKey returns the header every attempt sends, and whether it holds an
 // idempotency key added by IdempotencyKey. The caller's header map is
@@ -223,33 +274,30 @@ func hasKey(h http.Header) bool {
 }
 
 // connWatch follows an attempt that may not be sent twice through net/http's
-// client trace, to tell whether it failed while its connection was being
-// set up: a DNS lookup, dial or TLS handshake began and no connection was
-// ever obtained for it. Such a request never reached a server, so it may be
-// sent again. The error alone cannot tell: a connection reset during the
-// TLS handshake looks like one after the request was sent. A base that
-// reports no trace events is never judged this way.
+// client trace, to tell whether it failed before a connection was obtained
+// for it (a DNS lookup, a dial or a TLS handshake failed). Such a request
+// never reached a server, so it may be sent again. The error alone cannot
+// tell: a connection reset during the TLS handshake looks like one after
+// the request was sent. A base that reports no trace events is never judged
+// this way.
 type connWatch struct {
-	connecting atomic.Bool // a DNS lookup, dial or TLS handshake began
-	gotConn    atomic.Bool // a connection was obtained for the request
+	getting atomic.Bool // net/http began to get a connection for the request
+	gotConn atomic.Bool // and obtained one
 }
 
 // watch returns ctx with a client trace reporting to w; it adds to any trace
 // ctx already has.
 func (w *connWatch) watch(ctx context.Context) context.Context {
-	begin := func() { w.connecting.Store(true) }
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		DNSStart:          func(httptrace.DNSStartInfo) { begin() },
-		ConnectStart:      func(string, string) { begin() },
-		TLSHandshakeStart: begin,
-		GotConn:           func(httptrace.GotConnInfo) { w.gotConn.Store(true) },
+		GetConn: func(string) { w.getting.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) { w.gotConn.Store(true) },
 	})
 }
 
 // failedConnecting reports an attempt that ended while connecting; false
 // for a nil w.
 func (w *connWatch) failedConnecting() bool {
-	return w != nil && w.connecting.Load() && !w.gotConn.Load()
+	return w != nil && w.getting.Load() && !w.gotConn.Load()
 }
 
 // notProcessed reports a status response that proves the request did not

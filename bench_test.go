@@ -15,6 +15,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +32,60 @@ var (
 	jsonType    = []string{"application/json"}
 	sink        atomic.Int64 // keeps results alive
 )
+
+// schedCPU sums the CPU time, in nanoseconds, of the threads whose
+// schedstat files match pattern, as Linux reports them in /proc; ok is false
+// on other systems.
+func schedCPU(pattern string) (ns int64, ok bool) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		return 0, false
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue // the thread exited
+		}
+		f := bytes.Fields(b)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ns += n
+	}
+	return ns, true
+}
+
+// measureCPU counts CPU time until the function it returns is called, which
+// reports it per operation as cpu-ns/op. On a machine shared with other
+// work, wall time per operation grows with the load while CPU time barely
+// moves, so cpu-ns/op is the steadier number to compare.
+//
+// With own set, the calling goroutine is locked to its thread and only that
+// thread is counted: exactly the benchmark loop's own work, garbage
+// collection assists included, and none of the runtime's background work or
+// idle spinning. Otherwise the whole process is counted, as a benchmark whose
+// work spans goroutines (a client and a server) needs.
+func measureCPU(b *testing.B, own bool) (stop func()) {
+	pattern := "/proc/self/task/*/schedstat"
+	if own {
+		runtime.LockOSThread()
+		pattern = "/proc/thread-self/schedstat"
+	}
+	start, ok := schedCPU(pattern)
+	return func() {
+		end, ok2 := schedCPU(pattern)
+		if own {
+			runtime.UnlockOSThread()
+		}
+		if ok && ok2 && b.N > 0 && end >= start {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
 
 // response returns a fresh response, as a real transport would: a new
 // Response, header map and body on every call.
@@ -126,6 +184,7 @@ func BenchmarkSuccessMem(b *testing.B) {
 	run := func(rt http.RoundTripper) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
+			defer measureCPU(b, true)()
 			for b.Loop() {
 				resp, err := rt.RoundTrip(req)
 				consume(b, resp, err)
@@ -188,6 +247,7 @@ func loopbackRun(b *testing.B, parallel bool, wrap func(http.RoundTripper) http.
 	}
 	do() // the first connection is not the per-request cost
 	l.conns.Store(0)
+	stopCPU := measureCPU(b, false)
 	b.ResetTimer()
 	if parallel {
 		b.RunParallel(func(pb *testing.PB) {
@@ -201,6 +261,7 @@ func loopbackRun(b *testing.B, parallel bool, wrap func(http.RoundTripper) http.
 		}
 	}
 	b.StopTimer()
+	stopCPU()
 	b.ReportMetric(float64(l.conns.Load())/float64(b.N), "conns/op")
 }
 
@@ -233,6 +294,7 @@ func BenchmarkRetryMem(b *testing.B) {
 	run := func(call func(*http.Request) (*http.Response, error)) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
+			defer measureCPU(b, true)()
 			for b.Loop() {
 				resp, err := call(req)
 				if err == nil && resp.StatusCode != http.StatusOK {
@@ -258,6 +320,7 @@ func BenchmarkPostBodyMem(b *testing.B) {
 	run := func(call func(*http.Request) (*http.Response, error)) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
+			defer measureCPU(b, true)()
 			for b.Loop() {
 				req, err := http.NewRequest(http.MethodPost, "http://api.example/v1/messages", bytes.NewReader(payload))
 				if err != nil {
@@ -287,6 +350,7 @@ func BenchmarkDo(b *testing.B) {
 	ctx := context.Background()
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
+		defer measureCPU(b, true)()
 		for b.Loop() {
 			v, err := fn(ctx)
 			if err != nil {
@@ -297,6 +361,7 @@ func BenchmarkDo(b *testing.B) {
 	})
 	b.Run("retry", func(b *testing.B) {
 		b.ReportAllocs()
+		defer measureCPU(b, true)()
 		for b.Loop() {
 			v, err := retry.Do(ctx, retry.Policy{}, fn)
 			if err != nil {

@@ -1,7 +1,7 @@
 // Ratio reads the output of go test -bench and prints, for every benchmark
 // that has a sub-benchmark named bare, how each other sub-benchmark compares
-// with it: the ratio of the medians of ns/op, cpu-ns/op, B/op and allocs/op,
-// and the difference in allocations and bytes. A benchmark that also has a
+// with it: the ratio and the difference of the medians of ns/op, cpu-ns/op,
+// B/op and allocs/op. A benchmark that also has a
 // handloop sub-benchmark gets the same comparison against it.
 //
 //	go test -run '^$' -bench . -benchmem -count 10 . | go run ./bench/cmd/ratio
@@ -169,7 +169,8 @@ func pairedSpread(a, b []float64) (lo, hi float64, n int) {
 
 // ratios prints one row per variant and reference of each group.
 func (s *samples) ratios(w *table, refs []string) {
-	w.row("benchmark", "variant", "vs", "time", "time range", "cpu", "B/op", "allocs/op", "Δallocs", "ΔB/op", "n")
+	w.row("benchmark", "variant", "vs", "time", "time range", "Δns/op", "cpu", "Δcpu-ns/op",
+		"B/op", "ΔB/op", "allocs/op", "Δallocs", "n")
 	for _, g := range s.groups {
 		for _, ref := range refs {
 			if !slices.Contains(s.variants[g], ref) {
@@ -210,8 +211,8 @@ func (s *samples) ratioRow(w *table, g, v, ref string) {
 	if n > 1 {
 		spread = fmt.Sprintf("%.2f–%.2f", lo, hi)
 	}
-	w.row(g, v, ref, ratio("ns/op"), spread, ratio("cpu-ns/op"), ratio("B/op"), ratio("allocs/op"),
-		delta("allocs/op", "%+.0f"), delta("B/op", "%+.0f"), strconv.Itoa(n))
+	w.row(g, v, ref, ratio("ns/op"), spread, delta("ns/op", "%+.0f"), ratio("cpu-ns/op"), delta("cpu-ns/op", "%+.0f"),
+		ratio("B/op"), delta("B/op", "%+.0f"), ratio("allocs/op"), delta("allocs/op", "%+.0f"), strconv.Itoa(n))
 }
 
 // extras prints the medians of the non-standard metrics, if there are any.

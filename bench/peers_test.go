@@ -46,6 +46,16 @@ var middlewares = []middleware{
 			rehttp.RetryAny(rehttp.RetryStatuses(http.StatusServiceUnavailable), rehttp.RetryTemporaryErr()),
 		), rehttp.ConstDelay(0))
 	}},
+	{name: "rehttp-timeout", wrap: func(rt http.RoundTripper) http.RoundTripper {
+		// rehttp with a timeout per attempt, as retry has by default: the
+		// like-for-like comparison.
+		t := rehttp.NewTransport(rt, rehttp.RetryAll(
+			rehttp.RetryMaxRetries(4),
+			rehttp.RetryAny(rehttp.RetryStatuses(http.StatusServiceUnavailable), rehttp.RetryTemporaryErr()),
+		), rehttp.ConstDelay(0))
+		t.PerAttemptTimeout = retry.DefaultAttemptTimeout
+		return t
+	}},
 	{name: "failsafe", wrap: func(rt http.RoundTripper) http.RoundTripper {
 		return failsafehttp.NewRoundTripper(rt, failsafehttp.NewRetryPolicyBuilder().WithMaxAttempts(5).Build())
 	}},

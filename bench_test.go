@@ -2,11 +2,14 @@ package retry_test
 
 // Benchmarks of what the retry layer costs. Each one runs the same work bare
 // and through the library, as sub-benchmarks of one benchmark, so that
-// their ratio is measured in one run on one machine:
+// their ratio is measured in one run on one machine. make bench runs them
+// and prints the ratios; by hand:
 //
-//	go test -run '^$' -bench . -benchmem -count 10 . | go run ./bench/cmd/ratio
+//	go test -run '^$' -bench . -benchmem -count 10 . > bench.txt
+//	cd bench && go run ./cmd/ratio ../bench.txt
 //
-// (the ratio tool lives in the bench module: cd bench && go run ./cmd/ratio).
+// The ratio tool lives in the bench module, with the comparison against
+// other retry libraries.
 
 import (
 	"bytes"

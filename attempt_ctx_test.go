@@ -371,3 +371,37 @@ func TestTransportAttemptTimeoutLoopback(t *testing.T) {
 		t.Errorf("took %v: the hung attempt was not cut by its timeout", took)
 	}
 }
+
+// hideAfterFunc hides attemptCtx's AfterFunc method from the context
+// package, as if it had none.
+type hideAfterFunc struct{ context.Context }
+
+// BenchmarkAttemptDerived measures what net/http does with every attempt's
+// context: derive a cancelable context from it, and cancel that when the
+// response is done. With AfterFunc the derived context is registered with
+// the attempt; without it, the context package starts a goroutine per
+// derived context to watch the attempt.
+func BenchmarkAttemptDerived(b *testing.B) {
+	errDone := errors.New("request done")
+	for _, hide := range []bool{false, true} {
+		name := "afterfunc"
+		if hide {
+			name = "goroutine"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				x := new(exchange)
+				x.ctx.init(context.Background(), time.Minute)
+				var ctx context.Context = &x.ctx
+				if hide {
+					ctx = hideAfterFunc{ctx}
+				}
+				_, cancel := context.WithCancelCause(ctx)
+				cancel(errDone)
+				x.ctx.stopTimeout()
+				x.ctx.release()
+			}
+		})
+	}
+}

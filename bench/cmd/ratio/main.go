@@ -1,8 +1,9 @@
 // Ratio reads the output of go test -bench and prints, for every benchmark
 // that has a sub-benchmark named bare, how each other sub-benchmark compares
 // with it: the ratio and the difference of the medians of ns/op, cpu-ns/op,
-// B/op and allocs/op. A benchmark that also has a
-// handloop sub-benchmark gets the same comparison against it.
+// B/op and allocs/op. A benchmark that also has a handloop or stdtimeout
+// sub-benchmark (a minimal hand-written equivalent) gets the same
+// comparison against it.
 //
 //	go test -run '^$' -bench . -benchmem -count 10 . | go run ./bench/cmd/ratio
 //
@@ -11,7 +12,8 @@
 // repeated -count 1 runs, which interleave the variants, give the fairest
 // pairs. Other metrics (conns/op, unclosed/op) are printed as medians.
 //
-// Usage: ratio [-md] [-ref bare] [file ...]; with no file it reads stdin.
+// Usage: ratio [-md] [-ref bare,handloop,stdtimeout] [file ...]; with no
+// file it reads stdin.
 package main
 
 import (
@@ -28,7 +30,8 @@ import (
 
 func main() {
 	md := flag.Bool("md", false, "print Markdown tables")
-	ref := flag.String("ref", "bare", "the sub-benchmark the others are compared with")
+	refs := flag.String("ref", "bare,handloop,stdtimeout",
+		"the sub-benchmarks the others are compared with, where present; the first is compared with every other")
 	flag.Parse()
 	s := newSamples()
 	if flag.NArg() == 0 {
@@ -51,7 +54,7 @@ func main() {
 		fail(fmt.Errorf("no benchmark results in the input"))
 	}
 	w := newTable(os.Stdout, *md)
-	s.ratios(w, []string{*ref, "handloop"})
+	s.ratios(w, strings.Split(*refs, ","))
 	w.flush()
 	fmt.Println()
 	w = newTable(os.Stdout, *md)
@@ -172,12 +175,14 @@ func (s *samples) ratios(w *table, refs []string) {
 	w.row("benchmark", "variant", "vs", "time", "time range", "Δns/op", "cpu", "Δcpu-ns/op",
 		"B/op", "ΔB/op", "allocs/op", "Δallocs", "n")
 	for _, g := range s.groups {
-		for _, ref := range refs {
+		for i, ref := range refs {
 			if !slices.Contains(s.variants[g], ref) {
 				continue
 			}
 			for _, v := range s.variants[g] {
-				if v == ref || v == "bare" || (ref == "handloop" && v == "handloop") {
+				// The first reference is compared with every variant, the
+				// others with the variants that are no reference.
+				if v == ref || (i > 0 && slices.Contains(refs, v)) {
 					continue
 				}
 				s.ratioRow(w, g, v, ref)

@@ -5,7 +5,7 @@
 // sub-benchmark (a minimal hand-written equivalent) gets the same
 // comparison against it.
 //
-//	go test -run '^$' -bench . -benchmem -count 10 . | go run ./bench/cmd/ratio
+//	cd bench && go test -run '^$' -bench . -benchmem -count 10 | go run ./cmd/ratio
 //
 // For ns/op it also prints the spread of the ratio: runs are paired in the
 // order they appear (run i of a variant with run i of its reference), so

@@ -2,12 +2,17 @@
 GO          ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-# Example modules with their own go.mod (SDKs, plotting); their tests run in `make test` too.
-EXAMPLE_MODULES := $(patsubst %/go.mod,%,$(wildcard examples/*/go.mod))
+# Modules of their own (SDK and plotting examples, the peer benchmarks); `make test` vets
+# and tests them too.
+EXAMPLE_MODULES := $(patsubst %/go.mod,%,$(wildcard examples/*/go.mod)) bench
 FUZZTIME    ?= 30s
+BENCH_COUNT ?= 10
+BENCH_TIME  ?= 500ms
+BENCH_OUT   ?= bench.txt
+PEERS_OUT   ?= peers.txt
 FUZZ_TARGETS := FuzzParseRetryAfter FuzzBackoff FuzzTransport
 
-.PHONY: test fmt vet staticcheck unit examples bench bench-peers fuzz cover demo
+.PHONY: test fmt vet staticcheck unit examples bench bench-peers benchstat fuzz cover demo
 
 test: fmt vet staticcheck unit examples
 
@@ -42,3 +47,33 @@ fuzz:
 		echo "== $$f"; \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . ; \
 	done
+
+# Benchmarks: BENCH_COUNT passes of -count 1, so each bare benchmark runs next
+# to its retry twin and machine load skews both alike. The raw results are
+# benchstat input; bench/cmd/ratio prints retry against bare per benchmark.
+# Compare two commits: make bench BENCH_OUT=old.txt, then on the other commit
+# make bench BENCH_OUT=new.txt, then make benchstat.
+bench:
+	$(GO) test -c -o bench.test .
+	rm -f $(BENCH_OUT)
+	for i in $$(seq $(BENCH_COUNT)); do \
+		./bench.test -test.run '^$$' -test.bench . -test.benchmem -test.benchtime $(BENCH_TIME) >> $(BENCH_OUT) || exit 1; \
+	done
+	rm -f bench.test
+	cat $(BENCH_OUT)
+	cd bench && $(GO) run ./cmd/ratio $(abspath $(BENCH_OUT))
+
+# The same scenarios through go-retryablehttp, rehttp and failsafe-go, next
+# to ours and bare (the bench/ module, so the library never depends on them).
+bench-peers:
+	cd bench && $(GO) test -c -o peers.test .
+	rm -f $(PEERS_OUT)
+	for i in $$(seq $(BENCH_COUNT)); do \
+		bench/peers.test -test.run '^$$' -test.bench . -test.benchmem -test.benchtime $(BENCH_TIME) >> $(PEERS_OUT) || exit 1; \
+	done
+	rm -f bench/peers.test
+	cat $(PEERS_OUT)
+	cd bench && $(GO) run ./cmd/ratio $(abspath $(PEERS_OUT))
+
+benchstat:
+	$(GO) run $(BENCHSTAT) old.txt new.txt

@@ -76,7 +76,11 @@ func (e *StatusError) shouldRetry() (v, ok bool) {
 	if e.Response == nil {
 		return false, false
 	}
-	switch e.Response.Header.Get("X-Should-Retry") {
+	vs := e.Response.Header["X-Should-Retry"] // canonical: no Get, no key copy
+	if len(vs) == 0 {
+		return false, false
+	}
+	switch vs[0] {
 	case "true":
 		return true, true
 	case "false":

@@ -119,7 +119,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		if err != nil {
 			return zero, err
 		}
-		a := newAttempt(ctx, timeout)
+		a := newAttemptAt(ctx, l.began, timeout)
 		v, err := fn(a)
 		a.release()
 		if err == nil {
@@ -136,8 +136,9 @@ type loop struct {
 	ctx     context.Context
 	p       Policy // a copy: the caller's is never written, nor kept
 	start   time.Time
-	attempt int   // attempts begun
-	last    error // the last retryable error
+	attempt int       // attempts begun
+	began   time.Time // when the current attempt began, in real time; zero if the Clock is not real
+	last    error     // the last retryable error
 }
 
 func (l *loop) init(ctx context.Context, p Policy) error {
@@ -158,7 +159,22 @@ func (l *loop) begin() (time.Duration, error) {
 	if err := l.ctx.Err(); err != nil {
 		return 0, l.canceled(nil)
 	}
-	remaining := l.p.deadline() - l.p.since(l.start)
+	// The clock is read once per attempt, and not at all for the first,
+	// which begins as the call does. With the real clock, the same reading
+	// starts the attempt's timeout.
+	remaining := l.p.deadline()
+	l.began = time.Time{}
+	if l.attempt == 0 {
+		if l.p.Clock == nil {
+			l.began = l.start
+		}
+	} else {
+		now := l.p.now()
+		remaining -= now.Sub(l.start)
+		if l.p.Clock == nil {
+			l.began = now
+		}
+	}
 	if remaining <= 0 {
 		return 0, l.giveUp(ReasonDeadline)
 	}

@@ -146,7 +146,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		cw = new(connWatch)
 		parent = cw.watch(parent)
 	}
-	x.ctx.init(parent, timeout)
+	x.ctx.initAt(parent, c.l.began, timeout)
 	areq := c.req.WithContext(&x.ctx)
 	areq.Body, c.body = c.body, nil
 	areq.Header = c.header
@@ -184,7 +184,9 @@ func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	l := &c.l
 	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
-	se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
+	if hasRetryAfter(resp.Header) { // spares a clock reading
+		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
+	}
 	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp), true, nil
 	}
@@ -210,6 +212,11 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return nil, true, err
 	}
 	return nil, false, nil
+}
+
+// hasRetryAfter reports whether h holds a header ParseRetryAfter reads.
+func hasRetryAfter(h http.Header) bool {
+	return len(h["Retry-After-Ms"]) > 0 || len(h["Retry-After"]) > 0
 }
 
 // errPeekTimedOut is the error of an attempt whose timeout fired while the

@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/PuerkitoBio/rehttp v1.4.0
 	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/retrykit/retry v0.0.0
 )

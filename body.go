@@ -18,11 +18,10 @@ const maxDrain = 64 << 10
 // the context to the returned body, and the reader that drains a discarded
 // body, in one allocation.
 type exchange struct {
-	ctx    attemptCtx
-	body   boundBody
-	drain  io.LimitedReader
-	peeked peekedBody
-	idle   time.Duration // Transport.BodyIdleTimeout
+	ctx   attemptCtx
+	body  boundBody
+	drain io.LimitedReader
+	idle  time.Duration // Transport.BodyIdleTimeout
 }
 
 // maxPeek is the most of an error body read into StatusError.Body.
@@ -41,8 +40,7 @@ func (x *exchange) peek(resp *http.Response) []byte {
 	}
 	buf := make([]byte, n)
 	k, _ := io.ReadFull(resp.Body, buf)
-	x.peeked = peekedBody{buf: buf[:k], rc: resp.Body}
-	resp.Body = &x.peeked
+	resp.Body = &peekedBody{buf: buf[:k], rc: resp.Body} // rare: not worth a field of every exchange
 	return buf[:k:k]
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,4 +308,28 @@ type fixedStatusBase struct {
 
 func (b fixedStatusBase) RoundTrip(*http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: b.code, Status: b.status, Header: http.Header{}, Body: http.NoBody}, nil
+}
+
+// TestStatusMessageMatchesStandardNames: the fast path's constant
+// messages agree with the code and its standard name.
+func TestStatusMessageMatchesStandardNames(t *testing.T) {
+	for _, code := range []int{400, 408, 429, 500, 502, 503, 504, 529, 599, 999} {
+		base := fixedStatusBase{code: code, status: strconv.Itoa(code) + " whatever the server says"}
+		var got string
+		tr := retry.NewTransport(base, retry.Policy{MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil },
+			Retryable: func(err error) bool { got = err.Error(); return false }})
+		req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		name := http.StatusText(code)
+		if code == 529 {
+			name = "Overloaded"
+		}
+		if want := strings.TrimSpace("retry: HTTP " + strconv.Itoa(code) + " " + name); got != want {
+			t.Errorf("code %d: %q, want %q", code, got, want)
+		}
+	}
 }

@@ -322,5 +322,19 @@ func notProcessed(se *StatusError) bool {
 // name, never resp.Status, whose text is the server's: a server that echoes
 // the request's Authorization there would put it in every error and Event.
 func statusMessage(code int) string {
+	switch code { // the statuses retried most, without building a string
+	case http.StatusTooManyRequests:
+		return "429 Too Many Requests"
+	case http.StatusInternalServerError:
+		return "500 Internal Server Error"
+	case http.StatusBadGateway:
+		return "502 Bad Gateway"
+	case http.StatusServiceUnavailable:
+		return "503 Service Unavailable"
+	case http.StatusGatewayTimeout:
+		return "504 Gateway Timeout"
+	case 529:
+		return "529 Overloaded"
+	}
 	return strings.TrimSpace(strconv.Itoa(code) + " " + statusText(code))
 }

@@ -104,11 +104,14 @@ type Event struct {
 // time run out, wrapping the last error. When ctx is done it returns at once,
 // without another attempt, an error for which errors.Is(err, ctx.Err())
 // holds. A nil fn or a Policy with a negative field is an error, returned
-// before any attempt.
+// before any attempt. A nil ctx counts as context.Background().
 func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if fn == nil {
 		return zero, errNilFunc
+	}
+	if ctx == nil {
+		ctx = context.Background() // rather than a panic at the first ctx.Err()
 	}
 	var l loop
 	if err := l.init(ctx, p); err != nil {

@@ -449,3 +449,18 @@ func TestSleepFailsOnItsOwn(t *testing.T) {
 		t.Fatalf("err = %v after %d calls; want the Sleep's error and the last error, not Canceled, after 1", err, calls)
 	}
 }
+
+// TestDoNilContext: a nil context counts as context.Background() rather
+// than panicking.
+func TestDoNilContext(t *testing.T) {
+	var nilCtx context.Context
+	got, err := retry.Do(nilCtx, retry.Policy{}, func(ctx context.Context) (int, error) {
+		if ctx == nil || ctx.Err() != nil {
+			return 0, errors.New("attempt context unusable")
+		}
+		return 7, nil
+	})
+	if got != 7 || err != nil {
+		t.Fatalf("Do(nil ctx) = %v, %v; want 7, nil", got, err)
+	}
+}

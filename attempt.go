@@ -40,15 +40,10 @@ type attemptCtx struct {
 	more       *afterFunc    // any further registrations, newest first
 }
 
-// init arms c for an attempt of at most timeout under parent.
-func (c *attemptCtx) init(parent context.Context, timeout time.Duration) {
-	c.initAt(parent, time.Time{}, timeout)
-}
-
-// initAt arms c for an attempt of at most timeout under parent that began
-// at start, in real time; a zero start means now. The loop passes the
-// clock reading it has just taken, to spare another.
-func (c *attemptCtx) initAt(parent context.Context, start time.Time, timeout time.Duration) {
+// init arms c for an attempt of at most timeout under parent that began at
+// start, in real time; a zero start means now. The loop passes the clock
+// reading it has just taken, to spare another.
+func (c *attemptCtx) init(parent context.Context, start time.Time, timeout time.Duration) {
 	if start.IsZero() {
 		start = time.Now()
 	}
@@ -329,14 +324,10 @@ func (t *attemptTimer) stop() {
 }
 
 // newAttempt returns a context for one attempt of at most timeout under
-// parent; release it when the attempt is over.
-func newAttempt(parent context.Context, timeout time.Duration) *attemptCtx {
-	return newAttemptAt(parent, time.Time{}, timeout)
-}
-
-// newAttemptAt is newAttempt for an attempt that began at start (zero: now).
-func newAttemptAt(parent context.Context, start time.Time, timeout time.Duration) *attemptCtx {
+// parent that began at start (zero: now); release it when the attempt is
+// over.
+func newAttempt(parent context.Context, start time.Time, timeout time.Duration) *attemptCtx {
 	c := new(attemptCtx)
-	c.initAt(parent, start, timeout)
+	c.init(parent, start, timeout)
 	return c
 }

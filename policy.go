@@ -122,7 +122,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		if err != nil {
 			return zero, err
 		}
-		a := newAttemptAt(ctx, l.began, timeout)
+		a := newAttempt(ctx, l.began, timeout)
 		v, err := fn(a)
 		a.release()
 		if err == nil {

@@ -146,7 +146,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		cw = new(connWatch)
 		parent = cw.watch(parent)
 	}
-	x.ctx.initAt(parent, c.l.began, timeout)
+	x.ctx.init(parent, c.l.began, timeout)
 	areq := c.req.WithContext(&x.ctx)
 	areq.Body, c.body = c.body, nil
 	areq.Header = c.header

@@ -110,12 +110,13 @@ type call struct {
 }
 
 func (c *call) init() error {
-	if err := c.l.init(c.req.Context(), c.t.Policy); err != nil {
-		return err
-	}
+	// Checked first: a call refused here must not deposit in a Budget.
 	if c.t.BodyIdleTimeout < 0 {
 		return fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
 			ErrInvalidPolicy, c.t.BodyIdleTimeout)
+	}
+	if err := c.l.init(c.req.Context(), c.t.Policy); err != nil {
+		return err
 	}
 	c.base = c.t.base()
 	c.rewind = rewindable(c.req)

@@ -7,49 +7,91 @@ import (
 	"time"
 )
 
+// epoch anchors monoNow's readings.
+var epoch = time.Now()
+
+// monoNow reads the monotonic clock, in nanoseconds since epoch. It costs
+// half of time.Now, which reads the wall clock too, and attempts need only
+// the monotonic one.
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
 // attemptCtx is the context of one attempt: done when the caller's context is
 // done, when the attempt's timeout passes while it is still in force, or when
 // the attempt is released.
 //
-// It differs from context.WithTimeout in two ways the Transport needs. Its
+// It differs from context.WithTimeout in three ways the Transport needs. Its
 // timeout can be switched off without cancelling it (stopTimeout), so the
 // attempt timeout ends at the response headers while the body stays
-// readable. And it is cheap: embedded in the value that uses it, and nothing
-// is set up until someone watches it. A base that never asks for Done (one
-// answering from memory) costs no timer and no registration with the parent;
-// Err and timedOut then read the clock to see whether the deadline passed.
-// The first Done (or AfterFunc) arms a pooled timer and registers with the
-// parent.
+// readable; and it can be switched on again for the next attempt (rearm), so
+// one context serves every attempt of a call that ends each of them without
+// cancelling it. And it is cheap: embedded in the value that uses it, and
+// nothing is set up until someone watches it. A base that never asks for
+// Done (one answering from memory) costs no timer and no registration with
+// the parent; Err and timedOut then read the clock to see whether the
+// deadline passed. The first Done (or AfterFunc) arms a pooled timer and
+// registers with the parent.
 //
 // It implements AfterFunc, which the context package uses for contexts
 // derived from it: net/http derives one for every request, and without the
 // method each would need a goroutine of its own to watch the attempt.
 type attemptCtx struct {
-	parent   context.Context
-	deadline time.Time // the attempt's own deadline, in real time
+	parent context.Context
 
-	mu         sync.Mutex    // protects the fields below
-	done       chan struct{} // made on first use; closed when canceled
-	err        error         // set once, when canceled
-	timeoutOn  bool          // the deadline still applies
-	watching   bool          // watchLocked ran: the timer and the parent are armed
-	afterState uint8         // of after: afterPending, afterStopped or afterStarted
-	timer      *attemptTimer // nil until watched, and once stopped or fired
-	stopParent func() bool   // unregisters from the parent; nil if not watched
-	after      func()        // the first AfterFunc registration, if any
-	more       *afterFunc    // any further registrations, newest first
+	mu        sync.Mutex    // protects the fields below
+	deadline  int64         // a monoNow reading: when the attempt's time is up
+	end       atomic.Uint32 // why the attempt is over: endNone while it runs; written under mu
+	timeoutOn bool          // the deadline applies
+	watching  bool          // watchLocked ran: the parent is watched, the timer armed while timeoutOn
+	done      chan struct{}
+	timer     *attemptTimer // armed while watching and timeoutOn
+	after     func()        // the first AfterFunc registration, if any
+	ext       *attemptExt   // what few attempts need; nil until then
 }
 
+// attemptExt holds the parts of an attemptCtx that few attempts need, out
+// of line to keep the common one small.
+type attemptExt struct {
+	stopParent func() bool // unregisters from the parent; nil if not registered
+	more       []func()    // AfterFunc registrations after the first
+}
+
+// Why an attempt is over, for attemptCtx.end.
+const (
+	endNone     uint32 = iota
+	endTimeout         // its own timeout passed: context.DeadlineExceeded
+	endReleased        // released: context.Canceled
+	endParent          // the parent is done: the parent's error
+)
+
 // init arms c for an attempt of at most timeout under parent that began at
-// start, in real time; a zero start means now. The loop passes the clock
+// start, a monoNow reading; zero means now. The loop passes the clock
 // reading it has just taken, to spare another.
-func (c *attemptCtx) init(parent context.Context, start time.Time, timeout time.Duration) {
-	if start.IsZero() {
-		start = time.Now()
+func (c *attemptCtx) init(parent context.Context, start int64, timeout time.Duration) {
+	if start == 0 {
+		start = monoNow()
 	}
 	c.parent = parent
-	c.deadline = start.Add(timeout)
+	c.deadline = start + int64(timeout)
 	c.timeoutOn = true
+}
+
+// rearm starts another attempt on c, of at most timeout from start (a
+// monoNow reading), after stopTimeout ended the last one. It reports false
+// if c is over, and then cannot serve another attempt.
+func (c *attemptCtx) rearm(start int64, timeout time.Duration) bool {
+	c.mu.Lock()
+	if c.end.Load() != endNone || c.parent.Err() != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.deadline = start + int64(timeout)
+	c.timeoutOn = true
+	if c.watching {
+		c.startTimerLocked() // unlocks c.mu
+		return true
+	}
+	c.mu.Unlock()
+	return true
 }
 
 // Deadline returns the attempt's deadline while its timeout is in force, or
@@ -57,10 +99,13 @@ func (c *attemptCtx) init(parent context.Context, start time.Time, timeout time.
 func (c *attemptCtx) Deadline() (time.Time, bool) {
 	pd, pok := c.parent.Deadline()
 	c.mu.Lock()
-	on := c.timeoutOn
+	on, d := c.timeoutOn, c.deadline
 	c.mu.Unlock()
-	if on && (!pok || c.deadline.Before(pd)) {
-		return c.deadline, true
+	if !on {
+		return pd, pok
+	}
+	if own := epoch.Add(time.Duration(d)); !pok || own.Before(pd) {
+		return own, true
 	}
 	return pd, pok
 }
@@ -70,7 +115,7 @@ func (c *attemptCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	if c.done == nil {
 		c.done = make(chan struct{})
-		if c.err != nil {
+		if c.end.Load() != endNone {
 			close(c.done)
 		}
 	}
@@ -83,24 +128,37 @@ func (c *attemptCtx) Done() <-chan struct{} {
 // the attempt ends on its own when its time is up or the parent is done. It
 // is called with c.mu held and unlocks it.
 func (c *attemptCtx) watchLocked() {
-	if c.watching || c.err != nil {
+	if c.watching || c.end.Load() != endNone {
 		c.mu.Unlock()
 		return
 	}
 	c.watching = true
-	if c.timeoutOn {
-		wait := time.Until(c.deadline)
-		if wait <= 0 {
-			c.cancelLocked(context.DeadlineExceeded)
-			return
-		}
-		t := timerPool.Get().(*attemptTimer)
-		t.start(c, wait)
-		c.timer = t
-	}
 	if c.parent.Done() != nil {
-		c.stopParent = context.AfterFunc(c.parent, c.parentDone)
+		// Registered before the timer starts, so that a cancel by either
+		// finds the registration to undo.
+		if c.ext == nil {
+			c.ext = new(attemptExt)
+		}
+		c.ext.stopParent = context.AfterFunc(c.parent, c.parentDone)
 	}
+	if c.timeoutOn {
+		c.startTimerLocked() // unlocks c.mu
+		return
+	}
+	c.mu.Unlock()
+}
+
+// startTimerLocked arms the timer for the deadline, or ends the attempt if
+// the deadline has passed. It is called with c.mu held and unlocks it.
+func (c *attemptCtx) startTimerLocked() {
+	wait := time.Duration(c.deadline - monoNow())
+	if wait <= 0 {
+		c.cancelLocked(endTimeout)
+		return
+	}
+	t := timerPool.Get().(*attemptTimer)
+	t.start(c, wait)
+	c.timer = t
 	c.mu.Unlock()
 }
 
@@ -108,22 +166,33 @@ func (c *attemptCtx) watchLocked() {
 // its timeout passed, or the parent's error, or context.Canceled once it was
 // released.
 func (c *attemptCtx) Err() error {
-	c.mu.Lock()
-	err := c.err
-	unwatched := err == nil && c.timeoutOn && !c.watching
-	c.mu.Unlock()
-	if err != nil {
-		return err
+	end := c.end.Load()
+	var unwatched bool
+	var deadline int64
+	if end == endNone {
+		c.mu.Lock()
+		end = c.end.Load()
+		unwatched = end == endNone && c.timeoutOn && !c.watching
+		deadline = c.deadline
+		c.mu.Unlock()
+	}
+	switch end {
+	case endTimeout:
+		return context.DeadlineExceeded
+	case endReleased:
+		return context.Canceled
+	case endParent:
+		return c.parent.Err()
 	}
 	// The parent is read directly so Err agrees with it even before
 	// parentDone runs, or when nothing asked for Done.
 	if perr := c.parent.Err(); perr != nil {
-		c.cancel(perr)
+		c.cancel(endParent)
 		return c.Err()
 	}
 	// No timer runs for an attempt nobody watched: the clock says whether
 	// its time is up.
-	if unwatched && !time.Now().Before(c.deadline) {
+	if unwatched && monoNow() >= deadline {
 		c.expire()
 		return c.Err()
 	}
@@ -133,51 +202,50 @@ func (c *attemptCtx) Err() error {
 // Value returns the parent's value for key.
 func (c *attemptCtx) Value(key any) any { return c.parent.Value(key) }
 
-func (c *attemptCtx) parentDone() { c.cancel(c.parent.Err()) }
+func (c *attemptCtx) parentDone() { c.cancel(endParent) }
 
-// expire is the timer's work: cancel, unless the timeout was switched off.
-// The check and the cancel share one critical section, so an attempt whose
-// timeout stopTimeout switched off is never cancelled by a late timer.
+// expire is the timer's work: cancel, unless the timeout was switched off
+// or the deadline is still ahead. The checks and the cancel share one
+// critical section, so an attempt whose timeout stopTimeout switched off is
+// never cancelled by a late timer, nor is the next attempt rearm started by
+// the last one's timer (a timer never fires before its time).
 func (c *attemptCtx) expire() {
 	c.mu.Lock()
-	if !c.timeoutOn {
+	if !c.timeoutOn || monoNow() < c.deadline {
 		c.mu.Unlock()
 		return
 	}
-	c.cancelLocked(context.DeadlineExceeded)
+	c.cancelLocked(endTimeout)
 }
 
-// cancel ends the attempt with err, once, and frees its timer and its
-// registration with the parent.
-func (c *attemptCtx) cancel(err error) {
+// cancel ends the attempt, once, for the reason end, and frees its timer and
+// its registration with the parent.
+func (c *attemptCtx) cancel(end uint32) {
+	if c.end.Load() != endNone {
+		return // the common second release: a body closed after its EOF
+	}
 	c.mu.Lock()
-	c.cancelLocked(err)
+	c.cancelLocked(end)
 }
 
 // cancelLocked is cancel with c.mu held; it unlocks c.mu. The functions
-// registered by AfterFunc start after the lock is released, each in its own
-// goroutine, as context.AfterFunc promises.
-func (c *attemptCtx) cancelLocked(err error) {
-	if c.err != nil {
+// registered by AfterFunc run after the lock is released.
+func (c *attemptCtx) cancelLocked(end uint32) {
+	if c.end.Load() != endNone {
 		c.mu.Unlock()
 		return
 	}
-	c.err = err
+	c.end.Store(end)
 	if c.done != nil {
 		close(c.done)
 	}
-	t, stop := c.timer, c.stopParent
-	c.timer, c.stopParent = nil, nil
-	first := c.after != nil && c.afterState == afterPending
-	if first {
-		c.afterState = afterStarted
-	}
-	more := c.more
-	for a := more; a != nil; a = a.next {
-		if a.state == afterPending {
-			a.state = afterStarted
-			a.run = true
-		}
+	t, after := c.timer, c.after
+	c.timer, c.after = nil, nil
+	var stop func() bool
+	var more []func()
+	if c.ext != nil {
+		stop, more = c.ext.stopParent, c.ext.more
+		c.ext.stopParent, c.ext.more = nil, nil
 	}
 	c.mu.Unlock()
 	if t != nil {
@@ -186,13 +254,11 @@ func (c *attemptCtx) cancelLocked(err error) {
 	if stop != nil {
 		stop()
 	}
-	if first {
-		go c.after()
+	if after != nil {
+		after()
 	}
-	for a := more; a != nil; a = a.next {
-		if a.run {
-			go a.f()
-		}
+	for _, f := range more {
+		f()
 	}
 }
 
@@ -205,7 +271,7 @@ func (c *attemptCtx) stopTimeout() bool {
 	c.timeoutOn = false
 	t := c.timer
 	c.timer = nil
-	alive := c.err == nil
+	alive := c.end.Load() == endNone
 	c.mu.Unlock()
 	if t != nil {
 		t.stop()
@@ -216,76 +282,41 @@ func (c *attemptCtx) stopTimeout() bool {
 // timedOut reports whether the attempt ended by its own timeout.
 func (c *attemptCtx) timedOut() bool {
 	_ = c.Err() // settles a deadline that passed while nothing watched
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err == context.DeadlineExceeded && c.parent.Err() == nil
+	return c.end.Load() == endTimeout && c.parent.Err() == nil
 }
 
 // release ends the attempt once its result is no longer needed.
-func (c *attemptCtx) release() { c.cancel(context.Canceled) }
+func (c *attemptCtx) release() { c.cancel(endReleased) }
 
-// AfterFunc arranges to call f in its own goroutine once the attempt is
-// over, with the meaning of context.AfterFunc: the returned stop reports
-// true if it kept f from running.
+// AfterFunc arranges to call f once the attempt is over. It is meant for the
+// context package, which calls it for every context derived from the
+// attempt with a function that cancels that context: quick, and harmless to
+// call again. So f runs in the goroutine that ends the attempt, and stop
+// never keeps it from running; the context package ignores what stop
+// reports. Neither costs an allocation for the first registration.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.end.Load() != endNone {
 		c.mu.Unlock()
+		// The context package may hold a lock f takes: f cannot run here.
 		go f()
-		return stopped
+		return notStopped
 	}
 	if c.after == nil {
 		c.after = f
-		stop = c.stopAfter
 	} else {
-		a := &afterFunc{c: c, f: f, next: c.more}
-		c.more = a
-		stop = a.stop
+		if c.ext == nil {
+			c.ext = new(attemptExt)
+		}
+		c.ext.more = append(c.ext.more, f)
 	}
 	c.watchLocked() // unlocks c.mu
-	return stop
+	return notStopped
 }
 
-// stopAfter is the stop function of the first AfterFunc registration.
-func (c *attemptCtx) stopAfter() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.afterState != afterPending {
-		return false
-	}
-	c.afterState = afterStopped
-	return true
-}
-
-// The states of an AfterFunc registration.
-const (
-	afterPending uint8 = iota
-	afterStopped
-	afterStarted
-)
-
-// afterFunc is an AfterFunc registration after the first.
-type afterFunc struct {
-	c     *attemptCtx
-	f     func()
-	next  *afterFunc
-	state uint8 // guarded by c.mu
-	run   bool  // started by cancelLocked; guarded by c.mu
-}
-
-func (a *afterFunc) stop() bool {
-	a.c.mu.Lock()
-	defer a.c.mu.Unlock()
-	if a.state != afterPending {
-		return false
-	}
-	a.state = afterStopped
-	return true
-}
-
-// stopped is the stop function of a registration made after the attempt
-// was over: its function has started already.
-func stopped() bool { return false }
+// notStopped is the stop function attemptCtx.AfterFunc returns: its function
+// runs, or has run, when the attempt ends.
+func notStopped() bool { return false }
 
 // attemptTimer is a reusable timer for attempt timeouts. Creating a timer
 // costs two allocations (the timer and the closure it runs), so stopped
@@ -324,9 +355,9 @@ func (t *attemptTimer) stop() {
 }
 
 // newAttempt returns a context for one attempt of at most timeout under
-// parent that began at start (zero: now); release it when the attempt is
-// over.
-func newAttempt(parent context.Context, start time.Time, timeout time.Duration) *attemptCtx {
+// parent that began at start (a monoNow reading; zero: now); release it
+// when the attempt is over.
+func newAttempt(parent context.Context, start int64, timeout time.Duration) *attemptCtx {
 	c := new(attemptCtx)
 	c.init(parent, start, timeout)
 	return c

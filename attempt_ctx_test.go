@@ -20,7 +20,7 @@ const hang = 10 * time.Second
 // pastDeadline waits, without sleeping, until c's deadline has passed.
 func pastDeadline(t *testing.T, c *attemptCtx) {
 	t.Helper()
-	for stop := time.Now().Add(hang); time.Now().Before(c.deadline); {
+	for stop := time.Now().Add(hang); monoNow() < c.deadline; {
 		if time.Now().After(stop) {
 			t.Fatal("the deadline never passed")
 		}
@@ -54,7 +54,7 @@ func TestAttemptTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newAttempt(context.Background(), time.Time{}, 20*time.Millisecond)
+			c := newAttempt(context.Background(), 0, 20*time.Millisecond)
 			defer c.release()
 			if tt.watch {
 				if !closedWithin(c.Done(), hang) {
@@ -79,7 +79,7 @@ func TestAttemptTimeout(t *testing.T) {
 // TestAttemptLateDone checks that asking for Done after the deadline passed,
 // with nothing watching before, gives a closed channel at once.
 func TestAttemptLateDone(t *testing.T) {
-	c := newAttempt(context.Background(), time.Time{}, time.Microsecond)
+	c := newAttempt(context.Background(), 0, time.Microsecond)
 	defer c.release()
 	pastDeadline(t, c)
 	if !isClosed(c.Done()) {
@@ -104,7 +104,7 @@ func TestAttemptStopTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newAttempt(context.Background(), time.Time{}, time.Millisecond)
+			c := newAttempt(context.Background(), 0, time.Millisecond)
 			defer c.release()
 			var done <-chan struct{}
 			if tt.watch {
@@ -136,7 +136,7 @@ func TestAttemptStopTimeout(t *testing.T) {
 // TestAttemptStopTimeoutAfterExpiry checks that stopTimeout reports an
 // attempt its timeout already ended.
 func TestAttemptStopTimeoutAfterExpiry(t *testing.T) {
-	c := newAttempt(context.Background(), time.Time{}, time.Millisecond)
+	c := newAttempt(context.Background(), 0, time.Millisecond)
 	defer c.release()
 	if !closedWithin(c.Done(), hang) {
 		t.Fatal("Done was not closed by the attempt timeout")
@@ -160,7 +160,7 @@ func TestAttemptParent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			parent, cancel := context.WithCancel(context.Background())
-			c := newAttempt(parent, time.Time{}, hang)
+			c := newAttempt(parent, 0, hang)
 			defer c.release()
 			var done <-chan struct{}
 			if tt.watch {
@@ -198,9 +198,9 @@ func TestAttemptDeadline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newAttempt(tt.parent, time.Time{}, tt.timeout)
+			c := newAttempt(tt.parent, 0, tt.timeout)
 			defer c.release()
-			want := c.deadline
+			want := epoch.Add(time.Duration(c.deadline))
 			if tt.parents {
 				want = parentDeadline
 			}
@@ -220,7 +220,7 @@ func TestAttemptDerived(t *testing.T) {
 	attempts := make([]*attemptCtx, n)
 	children := make([]context.Context, n)
 	for i := range attempts {
-		attempts[i] = newAttempt(context.Background(), time.Time{}, hang)
+		attempts[i] = newAttempt(context.Background(), 0, hang)
 		var cancel context.CancelCauseFunc
 		children[i], cancel = context.WithCancelCause(attempts[i])
 		defer cancel(nil)
@@ -257,7 +257,7 @@ func TestAttemptAfterFunc(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newAttempt(context.Background(), time.Time{}, hang)
+			c := newAttempt(context.Background(), 0, hang)
 			// A second registration takes the other path of AfterFunc.
 			var other atomic.Bool
 			otherStop := c.AfterFunc(func() { other.Store(true) })
@@ -383,7 +383,7 @@ func BenchmarkAttemptDerived(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				x := new(exchange)
-				x.ctx.init(context.Background(), time.Time{}, time.Minute)
+				x.ctx.init(context.Background(), 0, time.Minute)
 				var ctx context.Context = &x.ctx
 				if hide {
 					ctx = hideAfterFunc{ctx}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -14,14 +15,26 @@ import (
 // a larger one costs a new connection, which is cheaper than reading it.
 const maxDrain = 64 << 10
 
-// exchange is one attempt of a Transport: its context, the wrapper that ties
-// the context to the returned body, and the reader that drains a discarded
-// body, in one allocation.
+// exchange is one attempt of a Transport in one allocation: the request
+// copy that carries the attempt's context, the context, and the response
+// body it delivers, which the exchange wraps to release the context.
 type exchange struct {
-	ctx   attemptCtx
-	body  boundBody
-	drain io.LimitedReader
-	idle  time.Duration // Transport.BodyIdleTimeout
+	req http.Request
+	ctx attemptCtx
+	rc  io.ReadCloser // the delivered body; nil before deliver
+}
+
+// start makes x's request the copy of req an attempt sends: body, the
+// header every attempt sends, and x's context under parent.
+func (x *exchange) start(req *http.Request, parent context.Context, body io.ReadCloser, h http.Header,
+	began int64, timeout time.Duration) *http.Request {
+	x.ctx.init(parent, began, timeout)
+	// WithContext is inlined and its copy stays on the stack: one copy
+	// into x, no allocation of its own.
+	x.req = *req.WithContext(&x.ctx)
+	x.req.Body = body
+	x.req.Header = h
+	return &x.req
 }
 
 // maxPeek is the most of an error body read into StatusError.Body.
@@ -65,95 +78,111 @@ func (b *peekedBody) Close() error { return b.rc.Close() }
 // deliver hands resp to the caller. The attempt timeout ends here; the
 // attempt's context lives on until the body is closed or read to its end,
 // because cancelling it would cut the body short.
-func (x *exchange) deliver(resp *http.Response) *http.Response {
+func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Response {
 	x.ctx.stopTimeout()
 	if resp.Body == nil || resp.Body == http.NoBody {
 		x.ctx.release()
 		return resp
 	}
-	x.body = boundBody{rc: resp.Body, ctx: &x.ctx, idle: x.idle}
-	if w, ok := resp.Body.(io.Writer); ok {
+	x.rc = resp.Body
+	var body io.ReadCloser = x
+	if idle > 0 {
+		body = &idleBody{x: x, idle: idle}
+	}
+	if w, ok := x.rc.(io.Writer); ok {
 		// A 101 Switching Protocols body is the connection itself, which
 		// the caller writes to.
-		resp.Body = &boundWriteBody{boundBody: &x.body, w: w}
-	} else {
-		resp.Body = &x.body
+		body = &writeBody{ReadCloser: body, w: w}
 	}
+	resp.Body = body
 	return resp
 }
 
 // discard drains at most maxDrain bytes of resp's body, still under the
-// attempt timeout, closes it and ends the attempt.
-func (x *exchange) discard(resp *http.Response) {
-	if resp.Body != nil {
-		x.drain = io.LimitedReader{R: resp.Body, N: maxDrain}
-		_, _ = io.Copy(io.Discard, &x.drain)
-		_ = resp.Body.Close()
-		x.drain.R = nil
+// attempt timeout, and closes it. The attempt's context lives on, for the
+// caller to rearm or release.
+func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
 	}
-	x.ctx.release()
+	buf := drainPool.Get().(*[drainBuf]byte)
+	for n := 0; n < maxDrain; {
+		k, err := resp.Body.Read(buf[:min(drainBuf, maxDrain-n)])
+		n += k
+		if err != nil {
+			break
+		}
+	}
+	drainPool.Put(buf)
+	_ = resp.Body.Close()
 }
 
-// boundBody is the returned response body: it releases the attempt's
-// context on Close or at EOF, as net/http's cancelTimerBody does, and
-// enforces Transport.BodyIdleTimeout.
-type boundBody struct {
-	rc   io.ReadCloser
-	ctx  *attemptCtx
-	idle time.Duration // 0: no idle limit
+// drainBuf is the size of discard's buffers, shared through drainPool.
+const drainBuf = 8 << 10
 
-	// timer cancels ctx when a Read waits idle long; made by the first
-	// Read. Reads are not concurrent (io.Reader), so only Read touches it.
+var drainPool = sync.Pool{New: func() any { return new([drainBuf]byte) }}
+
+// Read reads the delivered body, and releases the attempt's context at its
+// end, as net/http's cancelTimerBody does.
+func (x *exchange) Read(p []byte) (int, error) {
+	n, err := x.rc.Read(p)
+	if err == io.EOF {
+		x.ctx.release()
+	}
+	return n, err
+}
+
+// Close closes the delivered body and releases the attempt's context.
+func (x *exchange) Close() error {
+	err := x.rc.Close()
+	x.ctx.release()
+	return err
+}
+
+// idleBody is the delivered body when Transport.BodyIdleTimeout is set: a
+// Read that waits idle that long for a byte ends the attempt's context,
+// which cuts the read.
+type idleBody struct {
+	x    *exchange
+	idle time.Duration
+
+	// timer cancels the context when a Read waits idle long; made by the
+	// first Read. Reads are not concurrent (io.Reader), so only Read
+	// touches it.
 	timer   *time.Timer
 	idled   atomic.Bool // the timer fired
 	running atomic.Bool // a Read is waiting; only then may the timer cancel
 }
 
-func (b *boundBody) Read(p []byte) (int, error) {
-	if b.idle > 0 {
-		b.arm()
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.running.Store(true)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, b.fire)
+	} else {
+		b.timer.Reset(b.idle)
 	}
-	n, err := b.rc.Read(p)
-	if b.idle > 0 {
-		b.running.Store(false)
-		b.timer.Stop()
-		if err != nil && b.idled.Load() {
-			return n, &bodyIdleError{b.idle}
-		}
-	}
-	if err == io.EOF {
-		b.ctx.release()
+	n, err := b.x.Read(p)
+	b.running.Store(false)
+	b.timer.Stop()
+	if err != nil && b.idled.Load() {
+		return n, &bodyIdleError{b.idle}
 	}
 	return n, err
 }
 
-// arm starts the idle timer for one Read.
-func (b *boundBody) arm() {
-	b.running.Store(true)
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.idle, b.fire)
-		return
-	}
-	b.timer.Reset(b.idle)
-}
-
 // fire ends the attempt when a Read has waited the whole idle timeout; the
 // read then fails and Read reports a bodyIdleError.
-func (b *boundBody) fire() {
+func (b *idleBody) fire() {
 	if b.running.Load() {
 		b.idled.Store(true)
-		b.ctx.cancel(context.DeadlineExceeded)
+		b.x.ctx.cancel(endTimeout)
 	}
 }
 
 // Close closes the body and ends the attempt. It leaves the idle timer to
 // Read, which stops it when the read that Close interrupts returns: the
 // timer belongs to Read, and Close may run in another goroutine.
-func (b *boundBody) Close() error {
-	err := b.rc.Close()
-	b.ctx.release()
-	return err
-}
+func (b *idleBody) Close() error { return b.x.Close() }
 
 // ErrBodyIdle is wrapped by the error a response body read returns when it
 // waited longer than Transport.BodyIdleTimeout for a byte. That error also
@@ -170,13 +199,13 @@ func (e *bodyIdleError) Unwrap() []error { return []error{ErrBodyIdle, context.D
 func (e *bodyIdleError) Timeout() bool   { return true }
 func (e *bodyIdleError) Temporary() bool { return false }
 
-// boundWriteBody keeps the io.Writer of a body that has one.
-type boundWriteBody struct {
-	*boundBody
+// writeBody keeps the io.Writer of a body that has one.
+type writeBody struct {
+	io.ReadCloser
 	w io.Writer
 }
 
-func (b *boundWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b *writeBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // rewindable reports whether req can be sent again: it has no body, or a
 // GetBody to take a fresh copy from. A body without GetBody is sent once.

@@ -137,10 +137,11 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 // loop is the state of one call's retries, shared by Do and Transport.
 type loop struct {
 	ctx     context.Context
-	p       Policy // a copy: the caller's is never written, nor kept
-	start   time.Time
+	p       Policy    // a copy: the caller's is never written, nor kept
+	start   time.Time // when the call began, by Policy.Clock; unset for the real clock
+	mono    int64     // when the call began, a monoNow reading, for the real clock
 	attempt int       // attempts begun
-	began   time.Time // when the current attempt began, in real time; zero if the Clock is not real
+	began   int64     // when the current attempt began, a monoNow reading
 	last    error     // the last retryable error
 }
 
@@ -149,11 +150,25 @@ func (l *loop) init(ctx context.Context, p Policy) error {
 		return err
 	}
 	l.ctx, l.p = ctx, p
-	l.start = p.now()
+	if p.Clock == nil {
+		l.mono = monoNow()
+	} else {
+		l.start = p.Clock.Now()
+	}
 	if p.Budget != nil && ctx.Err() == nil {
 		p.Budget.Deposit()
 	}
 	return nil
+}
+
+// elapsed returns the time since the call began and, with the real clock,
+// the monoNow reading it took (else zero).
+func (l *loop) elapsed() (time.Duration, int64) {
+	if l.p.Clock == nil {
+		now := monoNow()
+		return time.Duration(now - l.mono), now
+	}
+	return l.p.Clock.Since(l.start), 0
 }
 
 // begin starts the next attempt (steps 2 and 3 of the loop): it returns the
@@ -164,19 +179,17 @@ func (l *loop) begin() (time.Duration, error) {
 	}
 	// The clock is read once per attempt, and not at all for the first,
 	// which begins as the call does. With the real clock, the same reading
-	// starts the attempt's timeout.
+	// starts the attempt's timeout, which always runs in real time.
 	remaining := l.p.deadline()
-	l.began = time.Time{}
 	if l.attempt == 0 {
-		if l.p.Clock == nil {
-			l.began = l.start
-		}
+		l.began = l.mono
 	} else {
-		now := l.p.now()
-		remaining -= now.Sub(l.start)
-		if l.p.Clock == nil {
-			l.began = now
-		}
+		var elapsed time.Duration
+		elapsed, l.began = l.elapsed()
+		remaining -= elapsed
+	}
+	if l.p.Clock != nil {
+		l.began = monoNow()
 	}
 	if remaining <= 0 {
 		return 0, l.giveUp(ReasonDeadline)
@@ -220,7 +233,7 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
 		delay, hinted = l.p.jitterHint(hint), true
 	}
-	elapsed := l.p.since(l.start)
+	elapsed, _ := l.elapsed()
 	if delay >= l.p.deadline()-elapsed {
 		return 0, false, l.giveUp(ReasonDeadline)
 	}
@@ -352,13 +365,6 @@ func (p *Policy) now() time.Time {
 		return time.Now()
 	}
 	return p.Clock.Now()
-}
-
-func (p *Policy) since(t time.Time) time.Duration {
-	if p.Clock == nil {
-		return time.Since(t)
-	}
-	return p.Clock.Since(t)
 }
 
 func orDefault[T int | time.Duration](v, def T) T {

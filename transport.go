@@ -92,6 +92,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		resp, done, err := c.attempt()
 		if done {
+			if c.x != nil {
+				c.x.ctx.release()
+			}
 			return resp, err
 		}
 	}
@@ -107,6 +110,8 @@ type call struct {
 	rewind bool          // the body can be sent again
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
+	reuse  bool          // an attempt that ends without cancelling may be followed on its exchange
+	x      *exchange     // kept for the next attempt; released if none follows
 }
 
 func (c *call) init() error {
@@ -123,34 +128,46 @@ func (c *call) init() error {
 	var keyed bool
 	c.header, keyed = c.t.addKey(c.req)
 	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
+	// The next attempt may send the same request copy, under the same
+	// context rearmed, when nothing in it changes: no body to rewind, no
+	// connection trace to reset. Only its readers share it then.
+	c.reuse = c.replay && (c.req.Body == nil || c.req.Body == http.NoBody)
 	return nil
 }
 
 // attempt makes one attempt and, when another may follow, sleeps. done
 // says that resp and err are the call's result.
 func (c *call) attempt() (resp *http.Response, done bool, err error) {
+	x := c.x
+	c.x = nil
 	timeout, err := c.l.begin()
 	if err != nil {
+		if x != nil {
+			x.ctx.release()
+		}
 		closeBody(c.body)
 		return nil, true, err
 	}
-	if c.l.attempt > 1 {
-		if c.body, err = nextBody(c.req); err != nil {
-			return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
-				c.l.attempt, err, c.l.last)
-		}
-	}
-	x := &exchange{idle: c.t.BodyIdleTimeout}
-	parent := c.req.Context()
+	var areq *http.Request
 	var cw *connWatch
-	if !c.replay {
-		cw = new(connWatch)
-		parent = cw.watch(parent)
+	if x != nil && x.ctx.rearm(c.l.began, timeout) {
+		areq = &x.req
+	} else {
+		if c.l.attempt > 1 {
+			if c.body, err = nextBody(c.req); err != nil {
+				return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
+					c.l.attempt, err, c.l.last)
+			}
+		}
+		parent := c.req.Context()
+		if !c.replay {
+			cw = new(connWatch)
+			parent = cw.watch(parent)
+		}
+		x = new(exchange)
+		areq = x.start(c.req, parent, c.body, c.header, c.l.began, timeout)
+		c.body = nil
 	}
-	x.ctx.init(parent, c.l.began, timeout)
-	areq := c.req.WithContext(&x.ctx)
-	areq.Body, c.body = c.body, nil
-	areq.Header = c.header
 	resp, err = c.base.RoundTrip(areq)
 	if err == nil && resp == nil {
 		err = errNilResponse
@@ -166,7 +183,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		return c.failed(err, c.replay || isConnectionError(err) || cw.failedConnecting())
 	}
 	if resp.StatusCode < 400 {
-		return x.deliver(resp), true, nil
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	return c.status(x, resp)
 }
@@ -189,7 +206,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
 	}
 	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
-		return x.deliver(resp), true, nil
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	if l.p.Retryable != nil { // custom judges may read the body; the default never does
 		if se.Body = x.peek(resp); x.ctx.timedOut() {
@@ -201,14 +218,19 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		}
 	}
 	if !l.retryable(se) {
-		return x.deliver(resp), true, nil
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	l.last = se
 	delay, hinted, stop := l.delay()
 	if stop != nil {
-		return x.deliver(resp), true, nil
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
-	x.discard(resp)
+	discard(resp)
+	if c.reuse && x.ctx.stopTimeout() {
+		c.x = x // the next attempt rearms it; RoundTrip releases it if none comes
+	} else {
+		x.ctx.release()
+	}
 	if err := l.sleep(delay, hinted); err != nil {
 		return nil, true, err
 	}

@@ -1,0 +1,192 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A request without a body is sent again on the same request copy, under
+// the same context rearmed: these tests hold that to every rule the copy and
+// the context keep when each attempt has its own.
+
+// ctxBase answers from a script of statuses and keeps every attempt's
+// request. With watch set it waits on the attempt's Done for wait, as a
+// real transport does, and fails if the attempt ends first.
+type ctxBase struct {
+	mu     sync.Mutex
+	codes  []int
+	wait   time.Duration
+	derive bool // derive a context from each attempt and never cancel it
+	reqs   []*http.Request
+	kids   []context.Context
+	stops  []context.CancelFunc // for the test's cleanup only
+}
+
+func (b *ctxBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	n := len(b.reqs)
+	b.reqs = append(b.reqs, req)
+	if b.derive {
+		kid, stop := context.WithCancel(req.Context())
+		b.kids, b.stops = append(b.kids, kid), append(b.stops, stop)
+	}
+	b.mu.Unlock()
+	if b.wait > 0 {
+		t := time.NewTimer(b.wait)
+		defer t.Stop()
+		select {
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+	}
+	code := b.codes[min(n, len(b.codes)-1)]
+	return &http.Response{
+		StatusCode: code, Header: http.Header{}, Request: req,
+		Body: io.NopCloser(strings.NewReader("body")),
+	}, nil
+}
+
+func (b *ctxBase) attempts() []*http.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*http.Request(nil), b.reqs...)
+}
+
+func noWait(context.Context, time.Duration) error { return nil }
+
+// TestReusedAttemptGetsItsOwnTimeout: each attempt has the whole attempt
+// timeout, though they share a context. Each attempt waits 60% of it; were
+// the deadline not moved, the second would be cut at 40%.
+func TestReusedAttemptGetsItsOwnTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 500 * time.Millisecond
+	base := &ctxBase{codes: []int{503, 200}, wait: timeout * 6 / 10}
+	tr := NewTransport(base, Policy{AttemptTimeout: timeout, Sleep: noWait})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v (the second attempt was cut by the first one's deadline)", err)
+	}
+	defer resp.Body.Close()
+	reqs := base.attempts()
+	if resp.StatusCode != 200 || len(reqs) != 2 {
+		t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, len(reqs))
+	}
+	if reqs[0] != reqs[1] || reqs[0].Context() != reqs[1].Context() {
+		t.Error("the second attempt of a bodiless GET did not reuse the first one's request copy")
+	}
+}
+
+// TestStaleTimerSparesNextAttempt: the last attempt's timer, firing late,
+// does not end the attempt that rearm started on the same context.
+func TestStaleTimerSparesNextAttempt(t *testing.T) {
+	t.Parallel()
+	c := newAttempt(context.Background(), 0, time.Millisecond)
+	defer c.release()
+	_ = c.Done() // arms the timer
+	if !c.stopTimeout() {
+		t.Fatal("stopTimeout() = false on a live attempt")
+	}
+	if !c.rearm(monoNow(), hang) {
+		t.Fatal("rearm() = false on a live attempt")
+	}
+	c.expire() // what the first timer does if its Stop came too late
+	if err := c.Err(); err != nil {
+		t.Errorf("Err() = %v after a stale timer, want nil", err)
+	}
+	if d, ok := c.Deadline(); !ok || time.Until(d) < hang/2 {
+		t.Errorf("Deadline() = %v, %v; want about %v from now", d, ok, hang)
+	}
+}
+
+// TestRearmRefusesAnEndedAttempt: an attempt that timed out cannot serve
+// the next one.
+func TestRearmRefusesAnEndedAttempt(t *testing.T) {
+	t.Parallel()
+	c := newAttempt(context.Background(), 0, time.Nanosecond)
+	defer c.release()
+	pastDeadline(t, c)
+	if !c.timedOut() {
+		t.Fatal("timedOut() = false after the deadline")
+	}
+	if c.rearm(monoNow(), hang) {
+		t.Error("rearm() = true on an attempt that timed out")
+	}
+}
+
+// TestKeptAttemptReleasedWhenCallEnds: a context kept for the next attempt
+// is released however the call ends, so nothing tied to it outlives the
+// call.
+func TestKeptAttemptReleasedWhenCallEnds(t *testing.T) {
+	t.Parallel()
+	errSleep := errors.New("sleep failed")
+	tests := []struct {
+		name  string
+		codes []int
+		p     Policy
+		ok    bool // the call returns a response
+	}{
+		{name: "sleep fails", codes: []int{503}, p: Policy{Sleep: func(context.Context, time.Duration) error { return errSleep }}},
+		{name: "attempts run out", codes: []int{503}, p: Policy{MaxAttempts: 3, Sleep: noWait}, ok: true},
+		{name: "success", codes: []int{503, 503, 200}, p: Policy{Sleep: noWait}, ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			parent, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			base := &ctxBase{codes: tt.codes, derive: true}
+			defer func() {
+				for _, stop := range base.stops {
+					stop()
+				}
+			}()
+			tr := NewTransport(base, tt.p)
+			req := newRequest(t, http.MethodGet, "http://api.example/", nil).WithContext(parent)
+			resp, err := tr.RoundTrip(req)
+			if (err == nil) != tt.ok {
+				t.Fatalf("RoundTrip error = %v, want ok = %v", err, tt.ok)
+			}
+			if resp != nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			reqs := base.attempts()
+			if err := reqs[len(reqs)-1].Context().Err(); err != context.Canceled {
+				t.Errorf("attempt context Err() = %v after the call, want %v", err, context.Canceled)
+			}
+			for i, kid := range base.kids {
+				if !closedWithin(kid.Done(), hang) {
+					t.Errorf("context derived from attempt %d still open after the call", i+1)
+				}
+			}
+			if parent.Err() != nil {
+				t.Error("the caller's context was cancelled")
+			}
+		})
+	}
+}
+
+// TestBodyRequestsGetAFreshCopy: a request with a body gets a new copy per
+// attempt, so the body the base of an earlier attempt may still read is
+// never swapped under it.
+func TestBodyRequestsGetAFreshCopy(t *testing.T) {
+	t.Parallel()
+	base := &ctxBase{codes: []int{503, 200}}
+	tr := NewTransport(base, Policy{Sleep: noWait})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPut, "http://api.example/", strings.NewReader("payload")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	reqs := base.attempts()
+	if len(reqs) != 2 || reqs[0] == reqs[1] || reqs[0].Body == reqs[1].Body {
+		t.Errorf("%d attempts; want 2 with their own request copies and bodies", len(reqs))
+	}
+}

@@ -37,15 +37,20 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 type attemptCtx struct {
 	parent context.Context
 
-	mu        sync.Mutex    // protects the fields below
-	deadline  int64         // a monoNow reading: when the attempt's time is up
-	end       atomic.Uint32 // why the attempt is over: endNone while it runs; written under mu
-	timeoutOn bool          // the deadline applies
-	watching  bool          // watchLocked ran: the parent is watched, the timer armed while timeoutOn
-	done      chan struct{}
-	timer     *attemptTimer // armed while watching and timeoutOn
-	after     func()        // the first AfterFunc registration, if any
-	ext       *attemptExt   // what few attempts need; nil until then
+	// state holds why the attempt ended (endMask), whether its timeout is in
+	// force (stTimeoutOn), whether it is watched (stWatching), and a
+	// generation that rearm advances, so that a change made for one attempt
+	// never applies to the next. It changes only by compare-and-swap. An
+	// unwatched attempt has no channel, timer or registration to free, so
+	// its state changes take no lock; once watched, they take mu.
+	state    atomic.Uint32
+	deadline atomic.Int64 // a monoNow reading: when the attempt's time is up
+
+	mu    sync.Mutex    // protects the fields below
+	done  chan struct{} // made by the first Done
+	timer *attemptTimer // armed while watched and the timeout is in force
+	after func()        // the first AfterFunc registration, if any
+	ext   *attemptExt   // what few attempts need; nil until then
 }
 
 // attemptExt holds the parts of an attemptCtx that few attempts need, out
@@ -55,129 +60,179 @@ type attemptExt struct {
 	more       []func()    // AfterFunc registrations after the first
 }
 
-// Why an attempt is over, for attemptCtx.end.
+// The parts of attemptCtx.state.
+const (
+	endMask     uint32 = 7 // why the attempt is over: one of the end values
+	stTimeoutOn uint32 = 1 << 3
+	stWatching  uint32 = 1 << 4
+	stDetached  uint32 = 1 << 5 // see detach
+	genUnit     uint32 = 1 << 6 // the generation counts in the bits above; it may wrap
+)
+
+// Why an attempt is over.
 const (
 	endNone     uint32 = iota
 	endTimeout         // its own timeout passed: context.DeadlineExceeded
+	endIdle            // its body idled too long: context.DeadlineExceeded
 	endReleased        // released: context.Canceled
 	endParent          // the parent is done: the parent's error
 )
 
 // init arms c for an attempt of at most timeout under parent that began at
 // start, a monoNow reading; zero means now. The loop passes the clock
-// reading it has just taken, to spare another.
+// reading it has just taken, to spare another. c must not be in use yet.
 func (c *attemptCtx) init(parent context.Context, start int64, timeout time.Duration) {
 	if start == 0 {
 		start = monoNow()
 	}
 	c.parent = parent
-	c.deadline = start + int64(timeout)
-	c.timeoutOn = true
+	c.deadline.Store(start + int64(timeout))
+	c.state.Store(stTimeoutOn)
 }
 
 // rearm starts another attempt on c, of at most timeout from start (a
 // monoNow reading), after stopTimeout ended the last one. It reports false
 // if c is over, and then cannot serve another attempt.
 func (c *attemptCtx) rearm(start int64, timeout time.Duration) bool {
-	c.mu.Lock()
-	if c.end.Load() != endNone || c.parent.Err() != nil {
-		c.mu.Unlock()
+	if c.parent.Err() != nil {
 		return false
 	}
-	c.deadline = start + int64(timeout)
-	c.timeoutOn = true
-	if c.watching {
-		c.startTimerLocked() // unlocks c.mu
+	for {
+		s := c.state.Load()
+		if s&endMask != endNone {
+			return false
+		}
+		next := (s + genUnit) | stTimeoutOn
+		// Stored before the state says the timeout is on, so that whoever
+		// sees it on reads this deadline.
+		c.deadline.Store(start + int64(timeout))
+		if s&stWatching == 0 {
+			if c.state.CompareAndSwap(s, next) {
+				return true
+			}
+			continue
+		}
+		c.mu.Lock()
+		if !c.state.CompareAndSwap(s, next) {
+			c.mu.Unlock()
+			continue
+		}
+		if !c.armLocked() {
+			c.endLocked(endTimeout) // unlocks c.mu
+			return true
+		}
+		c.mu.Unlock()
 		return true
 	}
-	c.mu.Unlock()
-	return true
 }
 
 // Deadline returns the attempt's deadline while its timeout is in force, or
 // the parent's if that is sooner.
 func (c *attemptCtx) Deadline() (time.Time, bool) {
 	pd, pok := c.parent.Deadline()
-	c.mu.Lock()
-	on, d := c.timeoutOn, c.deadline
-	c.mu.Unlock()
-	if !on {
+	if c.state.Load()&stTimeoutOn == 0 {
 		return pd, pok
 	}
-	if own := epoch.Add(time.Duration(d)); !pok || own.Before(pd) {
+	if own := epoch.Add(time.Duration(c.deadline.Load())); !pok || own.Before(pd) {
 		return own, true
 	}
 	return pd, pok
 }
 
+// detach turns an attempt that nothing watched into a view of its parent,
+// for the rest of its life, and reports whether it did: its timeout is off,
+// nothing will release it, and Done and AfterFunc hand over to the parent.
+// Its response body then needs no wrapper, since there is nothing to
+// release: no channel, timer or registration was made, and none will be.
+func (c *attemptCtx) detach() bool {
+	for {
+		s := c.state.Load()
+		if s&(stWatching|endMask) != 0 {
+			return false
+		}
+		if c.state.CompareAndSwap(s, s&^stTimeoutOn|stDetached) {
+			return true
+		}
+	}
+}
+
 // Done returns a channel closed when the attempt is over.
 func (c *attemptCtx) Done() <-chan struct{} {
+	if c.state.Load()&stDetached != 0 {
+		return c.parent.Done()
+	}
 	c.mu.Lock()
 	if c.done == nil {
 		c.done = make(chan struct{})
-		if c.end.Load() != endNone {
-			close(c.done)
-		}
 	}
 	d := c.done
-	c.watchLocked() // unlocks c.mu
+	switch c.watchLocked() {
+	case watchOver:
+		c.closeDoneLocked()
+		c.mu.Unlock()
+	case watchExpired:
+		c.endLocked(endTimeout) // unlocks c.mu
+	default:
+		c.mu.Unlock()
+	}
 	return d
 }
 
-// watchLocked arms the timer and registers with the parent, once, so that
-// the attempt ends on its own when its time is up or the parent is done. It
-// is called with c.mu held and unlocks it.
-func (c *attemptCtx) watchLocked() {
-	if c.watching || c.end.Load() != endNone {
-		c.mu.Unlock()
-		return
-	}
-	c.watching = true
-	if c.parent.Done() != nil {
-		// Registered before the timer starts, so that a cancel by either
-		// finds the registration to undo.
-		if c.ext == nil {
-			c.ext = new(attemptExt)
+// What watchLocked found.
+const (
+	watchOn      = iota // the attempt is watched
+	watchOver           // the attempt is over
+	watchExpired        // the attempt is watched, and its deadline has passed
+)
+
+// watchLocked registers with the parent and arms the timer, once, so that
+// the attempt ends on its own when its time is up or the parent is done.
+// It is called, and returns, with c.mu held.
+func (c *attemptCtx) watchLocked() int {
+	for {
+		s := c.state.Load()
+		if s&endMask != endNone {
+			return watchOver
 		}
-		c.ext.stopParent = context.AfterFunc(c.parent, c.parentDone)
+		if s&stWatching != 0 {
+			return watchOn
+		}
+		if !c.state.CompareAndSwap(s, s|stWatching) {
+			continue
+		}
+		if c.parent.Done() != nil {
+			if c.ext == nil {
+				c.ext = new(attemptExt)
+			}
+			c.ext.stopParent = context.AfterFunc(c.parent, c.parentDone)
+		}
+		if s&stTimeoutOn != 0 && !c.armLocked() {
+			return watchExpired
+		}
+		return watchOn
 	}
-	if c.timeoutOn {
-		c.startTimerLocked() // unlocks c.mu
-		return
-	}
-	c.mu.Unlock()
 }
 
-// startTimerLocked arms the timer for the deadline, or ends the attempt if
-// the deadline has passed. It is called with c.mu held and unlocks it.
-func (c *attemptCtx) startTimerLocked() {
-	wait := time.Duration(c.deadline - monoNow())
+// armLocked starts the timer for the deadline, with c.mu held. It reports
+// false, starting none, if the deadline has passed.
+func (c *attemptCtx) armLocked() bool {
+	wait := time.Duration(c.deadline.Load() - monoNow())
 	if wait <= 0 {
-		c.cancelLocked(endTimeout)
-		return
+		return false
 	}
 	t := timerPool.Get().(*attemptTimer)
 	t.start(c, wait)
 	c.timer = t
-	c.mu.Unlock()
+	return true
 }
 
 // Err returns nil while the attempt runs; then context.DeadlineExceeded if
 // its timeout passed, or the parent's error, or context.Canceled once it was
 // released.
 func (c *attemptCtx) Err() error {
-	end := c.end.Load()
-	var unwatched bool
-	var deadline int64
-	if end == endNone {
-		c.mu.Lock()
-		end = c.end.Load()
-		unwatched = end == endNone && c.timeoutOn && !c.watching
-		deadline = c.deadline
-		c.mu.Unlock()
-	}
-	switch end {
-	case endTimeout:
+	s := c.state.Load()
+	switch s & endMask {
+	case endTimeout, endIdle:
 		return context.DeadlineExceeded
 	case endReleased:
 		return context.Canceled
@@ -192,7 +247,7 @@ func (c *attemptCtx) Err() error {
 	}
 	// No timer runs for an attempt nobody watched: the clock says whether
 	// its time is up.
-	if unwatched && monoNow() >= deadline {
+	if s&(stTimeoutOn|stWatching) == stTimeoutOn && monoNow() >= c.deadline.Load() {
 		c.expire()
 		return c.Err()
 	}
@@ -204,41 +259,77 @@ func (c *attemptCtx) Value(key any) any { return c.parent.Value(key) }
 
 func (c *attemptCtx) parentDone() { c.cancel(endParent) }
 
-// expire is the timer's work: cancel, unless the timeout was switched off
-// or the deadline is still ahead. The checks and the cancel share one
-// critical section, so an attempt whose timeout stopTimeout switched off is
-// never cancelled by a late timer, nor is the next attempt rearm started by
-// the last one's timer (a timer never fires before its time).
+// expire is the timer's work: end the attempt, unless its timeout was
+// switched off or its deadline is still ahead. The checks and the end are
+// one compare-and-swap of the state, so an attempt whose timeout
+// stopTimeout switched off is never ended by a late timer, nor is the next
+// attempt rearm started by the last one's timer (a timer never fires before
+// its time).
 func (c *attemptCtx) expire() {
-	c.mu.Lock()
-	if !c.timeoutOn || monoNow() < c.deadline {
-		c.mu.Unlock()
-		return
+	for {
+		s := c.state.Load()
+		if s&endMask != endNone || s&stTimeoutOn == 0 || monoNow() < c.deadline.Load() {
+			return
+		}
+		if c.endFrom(s, endTimeout) {
+			return
+		}
 	}
-	c.cancelLocked(endTimeout)
 }
 
 // cancel ends the attempt, once, for the reason end, and frees its timer and
 // its registration with the parent.
 func (c *attemptCtx) cancel(end uint32) {
-	if c.end.Load() != endNone {
-		return // the common second release: a body closed after its EOF
+	for {
+		s := c.state.Load()
+		if s&endMask != endNone {
+			return // the common second release: a body closed after its EOF
+		}
+		if c.endFrom(s, end) {
+			return
+		}
 	}
-	c.mu.Lock()
-	c.cancelLocked(end)
 }
 
-// cancelLocked is cancel with c.mu held; it unlocks c.mu. The functions
-// registered by AfterFunc run after the lock is released.
-func (c *attemptCtx) cancelLocked(end uint32) {
-	if c.end.Load() != endNone {
+// endFrom ends the attempt for the reason end if its state is still s, and
+// reports whether it did.
+func (c *attemptCtx) endFrom(s, end uint32) bool {
+	if s&stWatching == 0 {
+		// Nothing to free: no channel was handed out, no timer or
+		// registration made. Watching takes a swap too, so one of the two
+		// fails and sees the other.
+		return c.state.CompareAndSwap(s, s|end)
+	}
+	c.mu.Lock()
+	if !c.state.CompareAndSwap(s, s|end) {
 		c.mu.Unlock()
-		return
+		return false
 	}
-	c.end.Store(end)
-	if c.done != nil {
-		close(c.done)
+	c.finishLocked() // unlocks c.mu
+	return true
+}
+
+// endLocked ends a watched attempt for the reason end, with c.mu held; it
+// unlocks c.mu.
+func (c *attemptCtx) endLocked(end uint32) {
+	for {
+		s := c.state.Load()
+		if s&endMask != endNone {
+			c.mu.Unlock()
+			return
+		}
+		if c.state.CompareAndSwap(s, s|end) {
+			c.finishLocked()
+			return
+		}
 	}
+}
+
+// finishLocked frees what a watched attempt that just ended holds, with
+// c.mu held; it unlocks c.mu. The functions registered by AfterFunc run
+// after the lock is released.
+func (c *attemptCtx) finishLocked() {
+	c.closeDoneLocked()
 	t, after := c.timer, c.after
 	c.timer, c.after = nil, nil
 	var stop func() bool
@@ -262,27 +353,48 @@ func (c *attemptCtx) cancelLocked(end uint32) {
 	}
 }
 
+// closeDoneLocked closes the Done channel, if made and still open, with
+// c.mu held: every close happens under the lock.
+func (c *attemptCtx) closeDoneLocked() {
+	if c.done == nil {
+		return
+	}
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+	}
+}
+
 // stopTimeout switches the attempt's timeout off, leaving the context alive.
 // It reports false if the attempt was already over: its timeout fired while
 // it was watched, or the parent is done. (An attempt nobody watched could
 // not have been cut short by its timeout, and is not ended by it here.)
 func (c *attemptCtx) stopTimeout() bool {
-	c.mu.Lock()
-	c.timeoutOn = false
-	t := c.timer
-	c.timer = nil
-	alive := c.end.Load() == endNone
-	c.mu.Unlock()
-	if t != nil {
-		t.stop()
+	for {
+		s := c.state.Load()
+		if s&stWatching == 0 {
+			if !c.state.CompareAndSwap(s, s&^stTimeoutOn) {
+				continue
+			}
+			return s&endMask == endNone && c.parent.Err() == nil
+		}
+		c.mu.Lock()
+		s = c.state.And(^stTimeoutOn)
+		t := c.timer
+		c.timer = nil
+		c.mu.Unlock()
+		if t != nil {
+			t.stop()
+		}
+		return s&endMask == endNone && c.parent.Err() == nil
 	}
-	return alive && c.parent.Err() == nil
 }
 
 // timedOut reports whether the attempt ended by its own timeout.
 func (c *attemptCtx) timedOut() bool {
 	_ = c.Err() // settles a deadline that passed while nothing watched
-	return c.end.Load() == endTimeout && c.parent.Err() == nil
+	return c.state.Load()&endMask == endTimeout && c.parent.Err() == nil
 }
 
 // release ends the attempt once its result is no longer needed.
@@ -295,10 +407,19 @@ func (c *attemptCtx) release() { c.cancel(endReleased) }
 // never keeps it from running; the context package ignores what stop
 // reports. Neither costs an allocation for the first registration.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
+	if c.state.Load()&stDetached != 0 {
+		return context.AfterFunc(c.parent, f)
+	}
 	c.mu.Lock()
-	if c.end.Load() != endNone {
+	switch c.watchLocked() {
+	case watchOver:
+		c.closeDoneLocked()
 		c.mu.Unlock()
-		// The context package may hold a lock f takes: f cannot run here.
+		// The context package holds a lock f takes: f cannot run here.
+		go f()
+		return notStopped
+	case watchExpired:
+		c.endLocked(endTimeout) // unlocks c.mu
 		go f()
 		return notStopped
 	}
@@ -310,7 +431,7 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 		}
 		c.ext.more = append(c.ext.more, f)
 	}
-	c.watchLocked() // unlocks c.mu
+	c.mu.Unlock()
 	return notStopped
 }
 

@@ -20,7 +20,7 @@ const hang = 10 * time.Second
 // pastDeadline waits, without sleeping, until c's deadline has passed.
 func pastDeadline(t *testing.T, c *attemptCtx) {
 	t.Helper()
-	for stop := time.Now().Add(hang); monoNow() < c.deadline; {
+	for stop := time.Now().Add(hang); monoNow() < c.deadline.Load(); {
 		if time.Now().After(stop) {
 			t.Fatal("the deadline never passed")
 		}
@@ -200,7 +200,7 @@ func TestAttemptDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newAttempt(tt.parent, 0, tt.timeout)
 			defer c.release()
-			want := epoch.Add(time.Duration(c.deadline))
+			want := epoch.Add(time.Duration(c.deadline.Load()))
 			if tt.parents {
 				want = parentDeadline
 			}

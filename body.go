@@ -79,11 +79,15 @@ func (b *peekedBody) Close() error { return b.rc.Close() }
 // attempt's context lives on until the body is closed or read to its end,
 // because cancelling it would cut the body short.
 func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Response {
-	x.ctx.stopTimeout()
 	if resp.Body == nil || resp.Body == http.NoBody {
+		x.ctx.stopTimeout()
 		x.ctx.release()
 		return resp
 	}
+	if idle == 0 && x.ctx.detach() {
+		return resp // nothing watched the attempt: nothing to release
+	}
+	x.ctx.stopTimeout()
 	x.rc = resp.Body
 	var body io.ReadCloser = x
 	if idle > 0 {
@@ -175,7 +179,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 func (b *idleBody) fire() {
 	if b.running.Load() {
 		b.idled.Store(true)
-		b.x.ctx.cancel(endTimeout)
+		b.x.ctx.cancel(endIdle)
 	}
 }
 

@@ -190,3 +190,87 @@ func TestBodyRequestsGetAFreshCopy(t *testing.T) {
 		t.Errorf("%d attempts; want 2 with their own request copies and bodies", len(reqs))
 	}
 }
+
+// An attempt nothing watched by the time its response arrives becomes a view
+// of the caller's context: its body goes to the caller unwrapped, and
+// whatever watches the attempt later watches the caller's context.
+
+// lateWatchBody is a body that waits on its request's context only once it
+// is read, as a lazy base might.
+type lateWatchBody struct{ ctx context.Context }
+
+func (b *lateWatchBody) Read([]byte) (int, error) {
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+func (b *lateWatchBody) Close() error { return nil }
+
+func TestUnwatchedAttemptHandsOverToCaller(t *testing.T) {
+	t.Parallel()
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var actx context.Context
+	var body *lateWatchBody
+	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		actx = req.Context()
+		body = &lateWatchBody{ctx: actx}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: body, Request: req}, nil
+	}), Policy{})
+	req := newRequest(t, http.MethodGet, "http://api.example/", nil).WithContext(parent)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body != io.ReadCloser(body) {
+		t.Errorf("body %T, want the base's own body: nothing watched the attempt", resp.Body)
+	}
+	if _, ok := actx.Deadline(); ok {
+		t.Error("the attempt timeout still shows after the response headers")
+	}
+	kid, stopKid := context.WithCancel(actx) // derived after the hand-over, as net/http might
+	defer stopKid()
+	read := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		t.Fatalf("Read returned %v before the caller cancelled", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-read:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Read error = %v, want context.Canceled", err)
+		}
+	case <-time.After(hang):
+		t.Fatal("Read still waiting after the caller cancelled")
+	}
+	if !closedWithin(kid.Done(), hang) {
+		t.Error("a context derived from the attempt stayed open after the caller cancelled")
+	}
+	if err := actx.Err(); err != context.Canceled {
+		t.Errorf("attempt Err() = %v, want %v", err, context.Canceled)
+	}
+}
+
+// TestDetachRefusesAWatchedAttempt: an attempt watched before its response
+// keeps its own context and a body that releases it.
+func TestDetachRefusesAWatchedAttempt(t *testing.T) {
+	t.Parallel()
+	c := newAttempt(context.Background(), 0, hang)
+	defer c.release()
+	_ = c.Done()
+	if c.detach() {
+		t.Fatal("detach() = true on a watched attempt")
+	}
+	d := newAttempt(context.Background(), 0, hang)
+	if !d.detach() {
+		t.Fatal("detach() = false on an unwatched attempt")
+	}
+	if d.Done() != nil {
+		t.Error("a detached attempt under context.Background has a Done channel")
+	}
+}

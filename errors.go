@@ -164,6 +164,9 @@ func IsRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if se, ok := err.(*StatusError); ok { // the Transport's own, unwrapped: the common case
+		return se.retryable()
+	}
 	if _, ok := errors.AsType[*attemptTimeoutError](err); ok {
 		return true // the attempt's own timeout, whatever the base made of it
 	}

@@ -114,7 +114,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		ctx = context.Background() // rather than a panic at the first ctx.Err()
 	}
 	var l loop
-	if err := l.init(ctx, p); err != nil {
+	if err := l.init(ctx, &p); err != nil {
 		return zero, err
 	}
 	for {
@@ -145,11 +145,11 @@ type loop struct {
 	last    error     // the last retryable error
 }
 
-func (l *loop) init(ctx context.Context, p Policy) error {
+func (l *loop) init(ctx context.Context, p *Policy) error {
 	if err := p.validate(); err != nil {
 		return err
 	}
-	l.ctx, l.p = ctx, p
+	l.ctx, l.p = ctx, *p // one copy of the Policy, not two
 	if p.Clock == nil {
 		l.mono = monoNow()
 	} else {

@@ -120,7 +120,7 @@ func (c *call) init() error {
 		return fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
 			ErrInvalidPolicy, c.t.BodyIdleTimeout)
 	}
-	if err := c.l.init(c.req.Context(), c.t.Policy); err != nil {
+	if err := c.l.init(c.req.Context(), &c.t.Policy); err != nil {
 		return err
 	}
 	c.base = c.t.base()

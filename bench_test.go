@@ -20,7 +20,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -62,28 +61,22 @@ func schedCPU(pattern string) (ns int64, ok bool) {
 	return ns, true
 }
 
-// measureCPU counts CPU time until the function it returns is called, which
-// reports it per operation as cpu-ns/op. On a machine shared with other
-// work, wall time per operation grows with the load while CPU time barely
-// moves, so cpu-ns/op is the steadier number to compare.
+// measureCPU counts the CPU time of every thread of the process until the
+// function it returns is called, which reports it per operation as
+// cpu-ns/op. On a machine shared with other work, wall time per operation
+// grows with the load while CPU time barely moves, so cpu-ns/op is the
+// steadier number to compare. It counts the garbage collector's background
+// work too, which is part of what allocation costs.
 //
-// With own set, the calling goroutine is locked to its thread and only that
-// thread is counted: exactly the benchmark loop's own work, garbage
-// collection assists included, and none of the runtime's background work or
-// idle spinning. Otherwise the whole process is counted, as a benchmark whose
-// work spans goroutines (a client and a server) needs.
-func measureCPU(b *testing.B, own bool) (stop func()) {
-	pattern := "/proc/self/task/*/schedstat"
-	if own {
-		runtime.LockOSThread()
-		pattern = "/proc/thread-self/schedstat"
-	}
+// The benchmark goroutine is not locked to its thread: a locked thread
+// makes every preemption for garbage collection a hand-off between threads,
+// which inflates wall time, and more so the more a variant allocates. No
+// caller of an HTTP client runs that way.
+func measureCPU(b *testing.B) (stop func()) {
+	const pattern = "/proc/self/task/*/schedstat"
 	start, ok := schedCPU(pattern)
 	return func() {
 		end, ok2 := schedCPU(pattern)
-		if own {
-			runtime.UnlockOSThread()
-		}
 		if ok && ok2 && b.N > 0 && end >= start {
 			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 		}
@@ -217,7 +210,7 @@ func BenchmarkSuccessMem(b *testing.B) {
 	run := func(rt http.RoundTripper) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			defer measureCPU(b, true)()
+			defer measureCPU(b)()
 			for b.Loop() {
 				resp, err := rt.RoundTrip(req)
 				consume(b, resp, err)
@@ -281,7 +274,7 @@ func loopbackRun(b *testing.B, parallel bool, wrap func(http.RoundTripper) http.
 	}
 	do() // the first connection is not the per-request cost
 	l.conns.Store(0)
-	stopCPU := measureCPU(b, false)
+	stopCPU := measureCPU(b)
 	b.ResetTimer()
 	if parallel {
 		b.RunParallel(func(pb *testing.PB) {
@@ -328,7 +321,7 @@ func BenchmarkRetryMem(b *testing.B) {
 	run := func(call func(*http.Request) (*http.Response, error)) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			defer measureCPU(b, true)()
+			defer measureCPU(b)()
 			for b.Loop() {
 				resp, err := call(req)
 				if err == nil && resp.StatusCode != http.StatusOK {
@@ -354,7 +347,7 @@ func BenchmarkPostBodyMem(b *testing.B) {
 	run := func(call func(*http.Request) (*http.Response, error)) func(*testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			defer measureCPU(b, true)()
+			defer measureCPU(b)()
 			for b.Loop() {
 				req, err := http.NewRequest(http.MethodPost, "http://api.example/v1/messages", bytes.NewReader(payload))
 				if err != nil {
@@ -384,7 +377,7 @@ func BenchmarkDo(b *testing.B) {
 	ctx := context.Background()
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
-		defer measureCPU(b, true)()
+		defer measureCPU(b)()
 		for b.Loop() {
 			v, err := fn(ctx)
 			if err != nil {
@@ -395,7 +388,7 @@ func BenchmarkDo(b *testing.B) {
 	})
 	b.Run("retry", func(b *testing.B) {
 		b.ReportAllocs()
-		defer measureCPU(b, true)()
+		defer measureCPU(b)()
 		for b.Loop() {
 			v, err := retry.Do(ctx, retry.Policy{}, fn)
 			if err != nil {

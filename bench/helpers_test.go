@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -197,22 +196,14 @@ func schedCPU(pattern string) (ns int64, ok bool) {
 	return ns, true
 }
 
-// measureCPU counts CPU time until the returned function is called, which
-// reports it as cpu-ns/op: of the calling goroutine's own thread (locked to
-// it) with own set, else of the whole process. See the library's
-// bench_test.go.
-func measureCPU(b *testing.B, own bool) (stop func()) {
-	pattern := "/proc/self/task/*/schedstat"
-	if own {
-		runtime.LockOSThread()
-		pattern = "/proc/thread-self/schedstat"
-	}
+// measureCPU counts the CPU time of the whole process until the returned
+// function is called, which reports it as cpu-ns/op. The goroutine is not
+// locked to its thread; see the library's bench_test.go.
+func measureCPU(b *testing.B) (stop func()) {
+	const pattern = "/proc/self/task/*/schedstat"
 	start, ok := schedCPU(pattern)
 	return func() {
 		end, ok2 := schedCPU(pattern)
-		if own {
-			runtime.UnlockOSThread()
-		}
 		if ok && ok2 && b.N > 0 && end >= start {
 			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 		}

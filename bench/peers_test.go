@@ -81,7 +81,7 @@ func runMem(b *testing.B, fail []bool, newReq func() *http.Request) {
 			counter := &bodyCounter{base: base}
 			rt := m.wrap(counter)
 			b.ReportAllocs()
-			stop := measureCPU(b, true)
+			stop := measureCPU(b)
 			for b.Loop() {
 				resp, err := rt.RoundTrip(newReq())
 				consume(b, resp, err)
@@ -116,7 +116,7 @@ func runLoopback(b *testing.B, fail []bool, parallel bool) {
 			l.conns.Store(0)
 			counter.unclosed.Store(0)
 			b.ReportAllocs()
-			stop := measureCPU(b, false)
+			stop := measureCPU(b)
 			b.ResetTimer()
 			if parallel {
 				b.RunParallel(func(pb *testing.PB) {
@@ -186,7 +186,7 @@ func benchDo(b *testing.B) {
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			stop := measureCPU(b, true)
+			stop := measureCPU(b)
 			for b.Loop() {
 				v, err := c.call()
 				if err != nil {

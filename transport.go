@@ -112,6 +112,7 @@ type call struct {
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
 	reuse  bool          // an attempt that ends without cancelling may be followed on its exchange
 	x      *exchange     // kept for the next attempt; released if none follows
+	spare  *StatusError  // the error of a status retried, which no caller has seen: reusable
 }
 
 func (c *call) init() error {
@@ -201,7 +202,12 @@ func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 // the response back, or discards it and sleeps before the next attempt.
 func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	l := &c.l
-	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
+	se := c.spare
+	c.spare = nil
+	if se == nil {
+		se = new(StatusError)
+	}
+	*se = StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
 	if hasRetryAfter(resp.Header) { // spares a clock reading
 		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
 	}
@@ -221,6 +227,11 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	l.last = se
+	if l.p.Retryable == nil && l.p.OnRetry == nil {
+		// No code outside the call has seen se, nor will, unless the call
+		// ends wrapping it: the next status may take it over.
+		c.spare = se
+	}
 	delay, hinted, stop := l.delay()
 	if stop != nil {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil

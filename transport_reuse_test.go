@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,5 +273,50 @@ func TestDetachRefusesAWatchedAttempt(t *testing.T) {
 	}
 	if d.Done() != nil {
 		t.Error("a detached attempt under context.Background has a Done channel")
+	}
+}
+
+// TestRetriedStatusErrorsStayWhole: a *StatusError handed to OnRetry or to
+// Policy.Retryable is never changed afterwards, though with neither set the
+// call reuses one for every retried status; the error a call ends with
+// describes the last status.
+func TestRetriedStatusErrorsStayWhole(t *testing.T) {
+	t.Parallel()
+	var seen []error
+	hooks := map[string]func(*Policy){
+		"OnRetry": func(p *Policy) { p.OnRetry = func(e Event) { seen = append(seen, e.Err) } },
+		"Retryable": func(p *Policy) {
+			p.Retryable = func(err error) bool { seen = append(seen, err); return IsRetryable(err) }
+		},
+		"neither": func(*Policy) {},
+	}
+	for name, hook := range hooks {
+		t.Run(name, func(t *testing.T) {
+			seen = nil
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sleeps := 0
+			p := Policy{Sleep: func(context.Context, time.Duration) error {
+				if sleeps++; sleeps == 3 {
+					cancel() // the caller gives up during the third sleep
+				}
+				return nil
+			}}
+			hook(&p)
+			base := &ctxBase{codes: []int{503, 502, 504}}
+			req := newRequest(t, http.MethodGet, "http://api.example/", nil).WithContext(ctx)
+			_, err := NewTransport(base, p).RoundTrip(req)
+			se, ok := errors.AsType[*StatusError](err)
+			if !ok || se.StatusCode != 504 || !errors.Is(err, context.Canceled) {
+				t.Fatalf("RoundTrip error = %v, want context.Canceled wrapping the 504", err)
+			}
+			var codes []int
+			for _, e := range seen {
+				codes = append(codes, e.(*StatusError).StatusCode)
+			}
+			if name != "neither" && !slices.Equal(codes, []int{503, 502, 504}) {
+				t.Errorf("%s saw statuses %v, want [503 502 504] each kept as it was", name, codes)
+			}
+		})
 	}
 }

@@ -58,6 +58,10 @@ type attemptCtx struct {
 type attemptExt struct {
 	stopParent func() bool // unregisters from the parent; nil if not registered
 	more       []func()    // AfterFunc registrations after the first
+
+	// moreBuf backs more for the registrations of the attempts of a call
+	// that shares one context (net/http registers once per attempt).
+	moreBuf [DefaultMaxAttempts - 1]func()
 }
 
 // The parts of attemptCtx.state.
@@ -167,6 +171,9 @@ func (c *attemptCtx) Done() <-chan struct{} {
 	}
 	d := c.done
 	switch c.watchLocked() {
+	case watchDetached:
+		c.mu.Unlock()
+		return c.parent.Done()
 	case watchOver:
 		c.closeDoneLocked()
 		c.mu.Unlock()
@@ -180,9 +187,10 @@ func (c *attemptCtx) Done() <-chan struct{} {
 
 // What watchLocked found.
 const (
-	watchOn      = iota // the attempt is watched
-	watchOver           // the attempt is over
-	watchExpired        // the attempt is watched, and its deadline has passed
+	watchOn       = iota // the attempt is watched
+	watchOver            // the attempt is over
+	watchExpired         // the attempt is watched, and its deadline has passed
+	watchDetached        // the attempt was detached: its parent is to be watched instead
 )
 
 // watchLocked registers with the parent and arms the timer, once, so that
@@ -193,6 +201,9 @@ func (c *attemptCtx) watchLocked() int {
 		s := c.state.Load()
 		if s&endMask != endNone {
 			return watchOver
+		}
+		if s&stDetached != 0 {
+			return watchDetached
 		}
 		if s&stWatching != 0 {
 			return watchOn
@@ -412,6 +423,9 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 	c.mu.Lock()
 	switch c.watchLocked() {
+	case watchDetached:
+		c.mu.Unlock()
+		return context.AfterFunc(c.parent, f)
 	case watchOver:
 		c.closeDoneLocked()
 		c.mu.Unlock()
@@ -428,6 +442,9 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	} else {
 		if c.ext == nil {
 			c.ext = new(attemptExt)
+		}
+		if c.ext.more == nil {
+			c.ext.more = c.ext.moreBuf[:0]
 		}
 		c.ext.more = append(c.ext.more, f)
 	}

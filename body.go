@@ -75,9 +75,11 @@ func (b *peekedBody) Read(p []byte) (int, error) {
 
 func (b *peekedBody) Close() error { return b.rc.Close() }
 
-// deliver hands resp to the caller. The attempt timeout ends here; the
-// attempt's context lives on until the body is closed or read to its end,
-// because cancelling it would cut the body short.
+// deliver hands resp to the caller, with Transport.BodyIdleTimeout idle.
+// The attempt timeout ends here; the attempt's context lives on until the
+// body is closed or read to its end, because cancelling it would cut the
+// body short. An attempt nothing watched needs no release: its context
+// follows the caller's from here on, and the body goes back unwrapped.
 func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Response {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		x.ctx.stopTimeout()

@@ -267,12 +267,17 @@ func TestDetachRefusesAWatchedAttempt(t *testing.T) {
 	if c.detach() {
 		t.Fatal("detach() = true on a watched attempt")
 	}
-	d := newAttempt(context.Background(), 0, hang)
-	if !d.detach() {
-		t.Fatal("detach() = false on an unwatched attempt")
-	}
-	if d.Done() != nil {
-		t.Error("a detached attempt under context.Background has a Done channel")
+	for _, parent := range []context.Context{context.Background(), t.Context()} {
+		d := newAttempt(parent, 0, hang)
+		if !d.detach() {
+			t.Fatal("detach() = false on an unwatched attempt")
+		}
+		if d.Done() != parent.Done() {
+			t.Error("a detached attempt's Done is not its parent's")
+		}
+		if _, ok := d.Deadline(); ok {
+			t.Error("a detached attempt keeps its deadline")
+		}
 	}
 }
 

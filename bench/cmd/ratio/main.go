@@ -1,9 +1,9 @@
 // Ratio reads the output of go test -bench and prints, for every benchmark
 // that has a sub-benchmark named bare, how each other sub-benchmark compares
 // with it: the ratio and the difference of the medians of ns/op, cpu-ns/op,
-// B/op and allocs/op. A benchmark that also has a handloop or stdtimeout
-// sub-benchmark (a minimal hand-written equivalent) gets the same
-// comparison against it.
+// B/op and allocs/op. A benchmark that also has a handloop, stdtimeout or
+// floor sub-benchmark (a minimal hand-written equivalent, or the least any
+// equivalent must do) gets the same comparison against it.
 //
 //	cd bench && go test -run '^$' -bench . -benchmem -count 10 | go run ./cmd/ratio
 //
@@ -12,7 +12,7 @@
 // repeated -count 1 runs, which interleave the variants, give the fairest
 // pairs. Other metrics (conns/op, unclosed/op) are printed as medians.
 //
-// Usage: ratio [-md] [-ref bare,handloop,stdtimeout] [file ...]; with no
+// Usage: ratio [-md] [-ref bare,handloop,stdtimeout,floor] [file ...]; with no
 // file it reads stdin.
 package main
 
@@ -30,7 +30,7 @@ import (
 
 func main() {
 	md := flag.Bool("md", false, "print Markdown tables")
-	refs := flag.String("ref", "bare,handloop,stdtimeout",
+	refs := flag.String("ref", "bare,handloop,stdtimeout,floor",
 		"the sub-benchmarks the others are compared with, where present; the first is compared with every other")
 	flag.Parse()
 	s := newSamples()

@@ -52,9 +52,29 @@ func (x *exchange) peek(resp *http.Response) []byte {
 		n = resp.ContentLength
 	}
 	buf := make([]byte, n)
-	k, _ := io.ReadFull(resp.Body, buf)
+	k := readFull(resp.Body, buf)
 	resp.Body = &peekedBody{buf: buf[:k], rc: resp.Body} // rare: not worth a field of every exchange
 	return buf[:k:k]
+}
+
+// readFull reads into buf until it is full, the body fails or ends, or
+// maxEmptyReads reads in a row return nothing, and returns how much it read.
+// An error is left for the next read to meet again.
+func readFull(r io.Reader, buf []byte) int {
+	n := 0
+	for empty := 0; n < len(buf) && empty < maxEmptyReads; {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			break
+		}
+		if k == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	return n
 }
 
 // peekedBody replays the bytes peek read, then the rest of the body. An
@@ -105,18 +125,24 @@ func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Respon
 }
 
 // discard drains at most maxDrain bytes of resp's body, still under the
-// attempt timeout, and closes it. The attempt's context lives on, for the
+// attempt timeout, and closes it. It gives up on a body that keeps
+// returning nothing, as bufio does. The attempt's context lives on, for the
 // caller to rearm or release.
 func discard(resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
 	buf := drainPool.Get().(*[drainBuf]byte)
-	for n := 0; n < maxDrain; {
+	for n, empty := 0, 0; n < maxDrain && empty < maxEmptyReads; {
 		k, err := resp.Body.Read(buf[:min(drainBuf, maxDrain-n)])
-		n += k
 		if err != nil {
 			break
+		}
+		n += k
+		if k == 0 {
+			empty++
+		} else {
+			empty = 0
 		}
 	}
 	drainPool.Put(buf)
@@ -125,6 +151,10 @@ func discard(resp *http.Response) {
 
 // drainBuf is the size of discard's buffers, shared through drainPool.
 const drainBuf = 8 << 10
+
+// maxEmptyReads is how many reads in a row that return neither bytes nor an
+// error discard tolerates.
+const maxEmptyReads = 100
 
 var drainPool = sync.Pool{New: func() any { return new([drainBuf]byte) }}
 

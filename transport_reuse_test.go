@@ -325,3 +325,52 @@ func TestRetriedStatusErrorsStayWhole(t *testing.T) {
 		})
 	}
 }
+
+// emptyBody returns neither bytes nor an error, forever.
+type emptyBody struct{ reads, closes int }
+
+func (b *emptyBody) Read([]byte) (int, error) { b.reads++; return 0, nil }
+func (b *emptyBody) Close() error             { b.closes++; return nil }
+
+// TestGivesUpOnEmptyReads: a discarded body whose reads never return
+// anything is closed rather than read forever, and so is one peeked at for
+// Policy.Retryable.
+func TestGivesUpOnEmptyReads(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		p    Policy
+	}{
+		{name: "drain", p: Policy{Sleep: noWait}},
+		{name: "peek and drain", p: Policy{Sleep: noWait, Retryable: IsRetryable}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := new(emptyBody)
+			calls := 0
+			tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				calls++
+				if calls == 1 {
+					return &http.Response{StatusCode: 503, Header: http.Header{}, Body: body, ContentLength: -1, Request: req}, nil
+				}
+				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			}), tt.p)
+			done := make(chan struct{})
+			var resp *http.Response
+			var err error
+			go func() {
+				defer close(done)
+				resp, err = tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+			}()
+			if !closedWithin(done, hang) {
+				t.Fatal("RoundTrip still reading a body that returns nothing")
+			}
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("RoundTrip = %v, %v; want the 200 of the retry", resp, err)
+			}
+			if body.closes != 1 || body.reads > 1000 {
+				t.Errorf("empty body read %d times and closed %d; want few reads and one close", body.reads, body.closes)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,11 +58,39 @@ type attemptCtx struct {
 // of line to keep the common one small.
 type attemptExt struct {
 	stopParent func() bool // unregisters from the parent; nil if not registered
-	more       []func()    // AfterFunc registrations after the first
+	more       *afterFunc  // AfterFunc registrations after the first, newest first
+}
 
-	// moreBuf backs more for the registrations of the attempts of a call
-	// that shares one context (net/http registers once per attempt).
-	moreBuf [DefaultMaxAttempts - 1]func()
+// afterFunc is an AfterFunc registration after the first, in a list that
+// its stop function unlinks it from: a context derived from the attempt and
+// cancelled leaves nothing behind.
+type afterFunc struct {
+	c          *attemptCtx
+	f          func()
+	prev, next *afterFunc
+	started    bool // the attempt ended and f runs; guarded by c.mu
+}
+
+func (a *afterFunc) stop() bool {
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a.started || c.ext == nil {
+		return false
+	}
+	switch {
+	case a.prev != nil:
+		a.prev.next = a.next
+	case c.ext.more == a:
+		c.ext.more = a.next
+	default:
+		return false // stopped already
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	}
+	a.prev, a.next = nil, nil
+	return true
 }
 
 // The parts of attemptCtx.state.
@@ -90,44 +119,48 @@ func (c *attemptCtx) init(parent context.Context, start int64, timeout time.Dura
 		start = monoNow()
 	}
 	c.parent = parent
-	c.deadline.Store(start + int64(timeout))
+	c.deadline.Store(deadlineAfter(start, timeout))
 	c.state.Store(stTimeoutOn)
+}
+
+// deadlineAfter returns the monoNow reading timeout after start, saturating
+// rather than wrapping into the past for a timeout as long as "no limit".
+func deadlineAfter(start int64, timeout time.Duration) int64 {
+	if timeout > 0 && start > math.MaxInt64-int64(timeout) {
+		return math.MaxInt64
+	}
+	return start + int64(timeout)
 }
 
 // rearm starts another attempt on c, of at most timeout from start (a
 // monoNow reading), after stopTimeout ended the last one. It reports false
-// if c is over, and then cannot serve another attempt.
+// if c is over, or was ever watched, and then cannot serve another attempt:
+// whatever watched an attempt (a derived context, a goroutine waiting on
+// Done) must see it end before the next one begins. An attempt nothing
+// watched left nothing behind.
 func (c *attemptCtx) rearm(start int64, timeout time.Duration) bool {
 	if c.parent.Err() != nil {
 		return false
 	}
+	d := deadlineAfter(start, timeout)
 	for {
 		s := c.state.Load()
-		if s&endMask != endNone {
-			return false
+		if s&(endMask|stWatching|stDetached) != 0 {
+			return false // see unwatched
 		}
-		next := (s + genUnit) | stTimeoutOn
 		// Stored before the state says the timeout is on, so that whoever
 		// sees it on reads this deadline.
-		c.deadline.Store(start + int64(timeout))
-		if s&stWatching == 0 {
-			if c.state.CompareAndSwap(s, next) {
-				return true
-			}
-			continue
-		}
-		c.mu.Lock()
-		if !c.state.CompareAndSwap(s, next) {
-			c.mu.Unlock()
-			continue
-		}
-		if !c.armLocked() {
-			c.endLocked(endTimeout) // unlocks c.mu
+		c.deadline.Store(d)
+		if c.state.CompareAndSwap(s, (s+genUnit)|stTimeoutOn) {
 			return true
 		}
-		c.mu.Unlock()
-		return true
 	}
+}
+
+// unwatched reports that nothing watched the attempt, nor ended it: rearm
+// may take it for the next attempt.
+func (c *attemptCtx) unwatched() bool {
+	return c.state.Load()&(endMask|stWatching|stDetached) == 0
 }
 
 // Deadline returns the attempt's deadline while its timeout is in force, or
@@ -242,6 +275,17 @@ func (c *attemptCtx) armLocked() bool {
 // released.
 func (c *attemptCtx) Err() error {
 	s := c.state.Load()
+	if s&endMask != endNone && s&stWatching != 0 {
+		// A watched attempt publishes its end a moment before it closes
+		// its channel, both under mu: waiting for mu means Err never
+		// reports an end while Done is still open.
+		c.mu.Lock()
+		d := c.done
+		c.mu.Unlock()
+		if d != nil {
+			<-d // closed already
+		}
+	}
 	switch s & endMask {
 	case endTimeout, endIdle:
 		return context.DeadlineExceeded
@@ -344,10 +388,13 @@ func (c *attemptCtx) finishLocked() {
 	t, after := c.timer, c.after
 	c.timer, c.after = nil, nil
 	var stop func() bool
-	var more []func()
+	var more *afterFunc
 	if c.ext != nil {
 		stop, more = c.ext.stopParent, c.ext.more
 		c.ext.stopParent, c.ext.more = nil, nil
+		for a := more; a != nil; a = a.next {
+			a.started = true // stop now reports false and leaves the list be
+		}
 	}
 	c.mu.Unlock()
 	if t != nil {
@@ -359,8 +406,8 @@ func (c *attemptCtx) finishLocked() {
 	if after != nil {
 		after()
 	}
-	for _, f := range more {
-		f()
+	for a := more; a != nil; a = a.next {
+		a.f()
 	}
 }
 
@@ -414,9 +461,12 @@ func (c *attemptCtx) release() { c.cancel(endReleased) }
 // AfterFunc arranges to call f once the attempt is over. It is meant for the
 // context package, which calls it for every context derived from the
 // attempt with a function that cancels that context: quick, and harmless to
-// call again. So f runs in the goroutine that ends the attempt, and stop
-// never keeps it from running; the context package ignores what stop
-// reports. Neither costs an allocation for the first registration.
+// call again. So f runs in the goroutine that ends the attempt. The first
+// registration costs no allocation: its stop never keeps f from running (the
+// context package ignores what stop reports, and f then cancels a context
+// cancelled already). Later ones get a stop that removes them, so an
+// attempt from which many contexts are derived and cancelled in turn keeps
+// none of them.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	if c.state.Load()&stDetached != 0 {
 		return context.AfterFunc(c.parent, f)
@@ -439,17 +489,19 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 	if c.after == nil {
 		c.after = f
-	} else {
-		if c.ext == nil {
-			c.ext = new(attemptExt)
-		}
-		if c.ext.more == nil {
-			c.ext.more = c.ext.moreBuf[:0]
-		}
-		c.ext.more = append(c.ext.more, f)
+		c.mu.Unlock()
+		return notStopped
 	}
+	if c.ext == nil {
+		c.ext = new(attemptExt)
+	}
+	a := &afterFunc{c: c, f: f, next: c.ext.more}
+	if a.next != nil {
+		a.next.prev = a
+	}
+	c.ext.more = a
 	c.mu.Unlock()
-	return notStopped
+	return a.stop
 }
 
 // notStopped is the stop function attemptCtx.AfterFunc returns: its function

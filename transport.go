@@ -130,8 +130,9 @@ func (c *call) init() error {
 	c.header, keyed = c.t.addKey(c.req)
 	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
 	// The next attempt may send the same request copy, under the same
-	// context rearmed, when nothing in it changes: no body to rewind, no
-	// connection trace to reset. Only its readers share it then.
+	// context rearmed, when nothing in it changes (no body to rewind, no
+	// connection trace to reset) and nothing watched the context (see
+	// attemptCtx.rearm). Only readers share the copy then.
 	c.reuse = c.replay && (c.req.Body == nil || c.req.Body == http.NoBody)
 	return nil
 }
@@ -151,7 +152,11 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	}
 	var areq *http.Request
 	var cw *connWatch
-	if x != nil && x.ctx.rearm(c.l.began, timeout) {
+	if x != nil && !x.ctx.rearm(c.l.began, timeout) {
+		x.ctx.release() // watched: it ends before the next attempt begins
+		x = nil
+	}
+	if x != nil {
 		areq = &x.req
 	} else {
 		if c.l.attempt > 1 {
@@ -237,7 +242,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	discard(resp)
-	if c.reuse && x.ctx.stopTimeout() {
+	if c.reuse && x.ctx.stopTimeout() && x.ctx.unwatched() {
 		c.x = x // the next attempt rearms it; RoundTrip releases it if none comes
 	} else {
 		x.ctx.release()

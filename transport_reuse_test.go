@@ -5,24 +5,29 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// A request without a body is sent again on the same request copy, under
-// the same context rearmed: these tests hold that to every rule the copy and
-// the context keep when each attempt has its own.
+// A request without a body whose context nothing watched is sent again on
+// the same request copy, under the same context rearmed: these tests hold
+// that to every rule the copy and the context keep when each attempt has
+// its own.
 
 // ctxBase answers from a script of statuses and keeps every attempt's
-// request. With watch set it waits on the attempt's Done for wait, as a
-// real transport does, and fails if the attempt ends first.
+// request. Given a wait, it takes that long before answering, and fails if
+// the attempt ends first: with watch set it waits on the attempt's Done, as
+// a real transport does; else it polls Err, and never watches.
 type ctxBase struct {
 	mu     sync.Mutex
 	codes  []int
 	wait   time.Duration
+	watch  bool
 	derive bool // derive a context from each attempt and never cancel it
 	reqs   []*http.Request
 	kids   []context.Context
@@ -38,13 +43,20 @@ func (b *ctxBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.kids, b.stops = append(b.kids, kid), append(b.stops, stop)
 	}
 	b.mu.Unlock()
-	if b.wait > 0 {
+	switch {
+	case b.wait > 0 && b.watch:
 		t := time.NewTimer(b.wait)
 		defer t.Stop()
 		select {
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		case <-t.C:
+		}
+	case b.wait > 0:
+		for end := time.Now().Add(b.wait); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			if err := req.Context().Err(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	code := b.codes[min(n, len(b.codes)-1)]
@@ -63,7 +75,7 @@ func (b *ctxBase) attempts() []*http.Request {
 func noWait(context.Context, time.Duration) error { return nil }
 
 // TestReusedAttemptGetsItsOwnTimeout: each attempt has the whole attempt
-// timeout, though they share a context. Each attempt waits 60% of it; were
+// timeout, though they share a context. Each attempt takes 60% of it; were
 // the deadline not moved, the second would be cut at 40%.
 func TestReusedAttemptGetsItsOwnTimeout(t *testing.T) {
 	t.Parallel()
@@ -84,25 +96,87 @@ func TestReusedAttemptGetsItsOwnTimeout(t *testing.T) {
 	}
 }
 
-// TestStaleTimerSparesNextAttempt: the last attempt's timer, firing late,
-// does not end the attempt that rearm started on the same context.
-func TestStaleTimerSparesNextAttempt(t *testing.T) {
+// TestWatchedAttemptEndsBeforeTheNext: an attempt something watched (here a
+// context derived from it, and a clean-up registered on it) is over before
+// the next attempt begins, which then has a context of its own.
+func TestWatchedAttemptEndsBeforeTheNext(t *testing.T) {
+	t.Parallel()
+	var cleanups atomic.Int32
+	var kids, actxs []context.Context
+	var openAtNext []bool
+	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		for _, kid := range kids {
+			openAtNext = append(openAtNext, kid.Err() == nil)
+		}
+		actxs = append(actxs, req.Context())
+		kid, stop := context.WithCancel(req.Context())
+		t.Cleanup(stop)
+		kids = append(kids, kid)
+		context.AfterFunc(req.Context(), func() { cleanups.Add(1) })
+		code := 503
+		if len(kids) == 3 {
+			code = 200
+		}
+		return &http.Response{StatusCode: code, Header: http.Header{}, Request: req,
+			Body: io.NopCloser(strings.NewReader("x"))}, nil
+	}), Policy{Sleep: func(context.Context, time.Duration) error {
+		// The clean-ups run in their own goroutines: let them finish.
+		for deadline := time.Now().Add(hang); cleanups.Load() < int32(len(kids)); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return errors.New("the clean-up of the last attempt never ran")
+			}
+		}
+		return nil
+	}})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if !slices.Equal(openAtNext, []bool{false, false, false}) {
+		t.Errorf("derived contexts of earlier attempts open when the next began: %v, want none", openAtNext)
+	}
+	if actxs[0] == actxs[1] || actxs[1] == actxs[2] {
+		t.Error("watched attempts shared a context")
+	}
+}
+
+// TestLateExpireSparesRearmedAttempt: a deadline check of the last attempt
+// that comes late does not end the attempt rearm started on the same
+// context.
+func TestLateExpireSparesRearmedAttempt(t *testing.T) {
 	t.Parallel()
 	c := newAttempt(context.Background(), 0, time.Millisecond)
 	defer c.release()
-	_ = c.Done() // arms the timer
 	if !c.stopTimeout() {
 		t.Fatal("stopTimeout() = false on a live attempt")
 	}
 	if !c.rearm(monoNow(), hang) {
-		t.Fatal("rearm() = false on a live attempt")
+		t.Fatal("rearm() = false on an attempt nothing watched")
 	}
-	c.expire() // what the first timer does if its Stop came too late
+	pastFirst := time.Now().Add(2 * time.Millisecond)
+	for time.Now().Before(pastFirst) {
+		runtime.Gosched()
+	}
+	c.expire() // what a check of the first deadline does if it comes late
 	if err := c.Err(); err != nil {
-		t.Errorf("Err() = %v after a stale timer, want nil", err)
+		t.Errorf("Err() = %v after a late check, want nil", err)
 	}
 	if d, ok := c.Deadline(); !ok || time.Until(d) < hang/2 {
 		t.Errorf("Deadline() = %v, %v; want about %v from now", d, ok, hang)
+	}
+}
+
+// TestRearmRefusesAWatchedAttempt: what watched one attempt must see it end,
+// so a watched context never serves another attempt.
+func TestRearmRefusesAWatchedAttempt(t *testing.T) {
+	t.Parallel()
+	c := newAttempt(context.Background(), 0, hang)
+	defer c.release()
+	_ = c.Done()
+	c.stopTimeout()
+	if c.rearm(monoNow(), hang) {
+		t.Error("rearm() = true on a watched attempt")
 	}
 }
 

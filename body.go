@@ -168,6 +168,18 @@ func (x *exchange) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo writes the rest of the delivered body to w and releases the
+// attempt's context at its end. io.Copy calls it, and the copy then takes
+// whatever shortcut the body and w offer (the body's WriteTo, w's
+// ReadFrom), as it would without the wrapper.
+func (x *exchange) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, x.rc)
+	if err == nil { // the end of the body
+		x.ctx.release()
+	}
+	return n, err
+}
+
 // Close closes the delivered body and releases the attempt's context.
 func (x *exchange) Close() error {
 	err := x.rc.Close()

@@ -448,3 +448,31 @@ func TestGivesUpOnEmptyReads(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyWriteToReleases: io.Copy from a returned body goes through the
+// body's own shortcut and still releases the attempt at the end.
+func TestBodyWriteToReleases(t *testing.T) {
+	t.Parallel()
+	var actx context.Context
+	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		actx = req.Context()
+		_ = actx.Done() // watched, as net/http does: the body is wrapped
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req,
+			Body: io.NopCloser(strings.NewReader("payload"))}, nil
+	}), Policy{})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, ok := resp.Body.(io.WriterTo); !ok {
+		t.Fatalf("body %T has no WriteTo", resp.Body)
+	}
+	var got strings.Builder
+	if n, err := io.Copy(&got, resp.Body); err != nil || n != 7 || got.String() != "payload" {
+		t.Fatalf("io.Copy = %d, %v, %q; want 7, nil, payload", n, err, got.String())
+	}
+	if err := actx.Err(); err != context.Canceled {
+		t.Errorf("attempt Err() = %v after the body was copied to its end, want %v", err, context.Canceled)
+	}
+}

@@ -406,8 +406,11 @@ func (c *attemptCtx) finishLocked() {
 	if after != nil {
 		after()
 	}
-	for a := more; a != nil; a = a.next {
+	for a := more; a != nil; {
+		next := a.next
+		a.prev, a.next = nil, nil // a derived context still in use keeps no other alive
 		a.f()
+		a = next
 	}
 }
 
@@ -447,6 +450,12 @@ func (c *attemptCtx) stopTimeout() bool {
 		}
 		return s&endMask == endNone && c.parent.Err() == nil
 	}
+}
+
+// cut reports whether the attempt's own timeout ended it while something
+// watched it: only then can it have cut what the attempt was reading.
+func (c *attemptCtx) cut() bool {
+	return c.state.Load()&stWatching != 0 && c.timedOut()
 }
 
 // timedOut reports whether the attempt ended by its own timeout.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -190,6 +191,50 @@ func TestAttemptRearmStress(t *testing.T) {
 		c.release()
 		if !closedWithin(c.Done(), hang) {
 			t.Fatal("Done not closed after release")
+		}
+	}
+}
+
+// TestAttemptAfterFuncStopRace races registrations, their stops and the
+// end: every function runs exactly once, unless its stop reported true.
+func TestAttemptAfterFuncStopRace(t *testing.T) {
+	t.Parallel()
+	for i := 0; i < 1000; i++ {
+		c := newAttempt(context.Background(), 0, hang)
+		if i%2 == 0 {
+			_ = c.Done()
+		}
+		const n = 8
+		var ran [n]atomic.Int32
+		var stopped [n]atomic.Bool
+		var wg sync.WaitGroup
+		for j := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stop := c.AfterFunc(func() { ran[j].Add(1) })
+				if j%2 == 0 {
+					stopped[j].Store(stop())
+					if stop() {
+						t.Error("a second stop() = true")
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); c.release() }()
+		wg.Wait()
+		for j := range n {
+			want := int32(1)
+			if stopped[j].Load() {
+				want = 0
+			}
+			for deadline := time.Now().Add(hang); ran[j].Load() != want && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			if got := ran[j].Load(); got != want {
+				t.Fatalf("round %d: function %d ran %d times, want %d (stop reported %v)", i, j, got, want, stopped[j].Load())
+			}
 		}
 	}
 }

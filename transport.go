@@ -220,9 +220,11 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	if l.p.Retryable != nil { // custom judges may read the body; the default never does
-		if se.Body = x.peek(resp); x.ctx.timedOut() {
+		if se.Body = x.peek(resp); x.ctx.cut() {
 			// The attempt timed out during the peek, which cut the body:
-			// the response cannot be handed back whole.
+			// the response cannot be handed back whole. (Nothing can cut
+			// a body read under a context nobody watches; such a response
+			// that merely came late is judged like any other.)
 			_ = resp.Body.Close()
 			x.ctx.release()
 			return c.failed(&attemptTimeoutError{errPeekTimedOut}, true)

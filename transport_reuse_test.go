@@ -476,3 +476,31 @@ func TestBodyWriteToReleases(t *testing.T) {
 		t.Errorf("attempt Err() = %v after the body was copied to its end, want %v", err, context.Canceled)
 	}
 }
+
+// TestLateErrorJudgedAlikeWithCustomRetryable: a 404 from a base that never
+// watches its context, arriving after the attempt timeout, is handed back
+// with or without a custom Policy.Retryable: nothing cut its body.
+func TestLateErrorJudgedAlikeWithCustomRetryable(t *testing.T) {
+	t.Parallel()
+	for _, custom := range []bool{false, true} {
+		calls := 0
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			calls++
+			time.Sleep(30 * time.Millisecond)
+			return &http.Response{StatusCode: 404, Header: http.Header{}, ContentLength: 2,
+				Body: io.NopCloser(strings.NewReader("no")), Request: req}, nil
+		})
+		p := Policy{AttemptTimeout: 10 * time.Millisecond, MaxAttempts: 3, Sleep: noWait}
+		if custom {
+			p.Retryable = IsRetryable
+		}
+		resp, err := NewTransport(base, p).RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+		if err != nil || resp.StatusCode != 404 || calls != 1 {
+			t.Errorf("custom Retryable %v: %d calls, error %v; want the 404 after one call", custom, calls, err)
+			continue
+		}
+		if got := readAll(t, resp); got != "no" {
+			t.Errorf("custom Retryable %v: body %q, want it whole", custom, got)
+		}
+	}
+}

@@ -133,17 +133,13 @@ func discard(resp *http.Response) {
 		return
 	}
 	buf := drainPool.Get().(*[drainBuf]byte)
-	for n, empty := 0, 0; n < maxDrain && empty < maxEmptyReads; {
-		k, err := resp.Body.Read(buf[:min(drainBuf, maxDrain-n)])
-		if err != nil {
-			break
+	for n := 0; n < maxDrain; {
+		chunk := buf[:min(drainBuf, maxDrain-n)]
+		k := readFull(resp.Body, chunk)
+		if k < len(chunk) {
+			break // the end, an error, or a body that returns nothing
 		}
 		n += k
-		if k == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
 	}
 	drainPool.Put(buf)
 	_ = resp.Body.Close()

@@ -304,15 +304,6 @@ func (l *loop) canceled(err error) error {
 	return fmt.Errorf("retry: %w after %d attempts; last error: %w", cerr, l.attempt, err)
 }
 
-// retryAfter returns the server's hint carried by err, if any.
-func retryAfter(err error) (time.Duration, bool) {
-	se, ok := errors.AsType[*StatusError](err)
-	if !ok || se.RetryAfter <= 0 {
-		return 0, false
-	}
-	return se.RetryAfter, true
-}
-
 // sleepOn waits d on c (nil: the real clock) or until ctx is done.
 func sleepOn(ctx context.Context, c clockwork.Clock, d time.Duration) error {
 	if d <= 0 {

@@ -60,4 +60,3 @@ func retryAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
-

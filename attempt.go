@@ -6,25 +6,22 @@ import (
 	"time"
 )
 
-// attemptCtx is the context of one Transport attempt. It is done when its
-// timeout passes while still in force, when the caller's context (parent)
-// is done, or when the attempt is released.
+// attemptCtx is the context of one Transport attempt: done when its timeout
+// passes while still in force, when the caller's context (parent) is done,
+// or when the attempt is released.
 //
-// It is a context of its own, not context.WithTimeout, for one reason: the
-// Transport's attempt timeout ends when the response headers arrive, but
-// the body is then read under the same context, so the timeout must be
-// switched off without ending the context (stopTimeout).
+// It is not context.WithTimeout for one reason: the attempt timeout ends
+// when the response headers arrive, but the body is then read under the
+// same context, so the timeout must be switched off without ending the
+// context (stopTimeout). It keeps the rules of the standard contexts: Err
+// is nil until Done is closed; its own timeout gives DeadlineExceeded, its
+// parent's end the parent's error and cause; the first end is final. Its
+// AfterFunc method spares a goroutine per context derived from it (net/http
+// derives one for every request).
 //
-// It keeps the rules of the standard contexts: Err is nil until Done is
-// closed; its own timeout gives context.DeadlineExceeded, its parent's end
-// gives the parent's error and cause, and the first end is final. It has
-// an AfterFunc method, which the context package uses for the contexts
-// derived from it (net/http derives one for every request): without it, each
-// would need a goroutine to watch the attempt.
-//
-// Each attempt owns its timer, made in the goroutine that starts the
-// attempt, so under testing/synctest the timer belongs to the caller's
-// bubble, and no timer ever serves two attempts.
+// Each attempt owns its timer, made in the goroutine that starts it: under
+// testing/synctest the timer belongs to the caller's bubble, and no timer
+// ever serves two attempts.
 type attemptCtx struct {
 	parent   context.Context
 	deadline time.Time // when the attempt's own timeout passes
@@ -33,6 +30,7 @@ type attemptCtx struct {
 	why        int           // why the attempt ended: one of the end values
 	done       chan struct{} // made by the first Done; closed when the attempt ends
 	timeoutOn  bool          // the timeout may still end the attempt
+	stopped    bool          // stopTimeout switched the timeout off
 	timer      *time.Timer   // runs expire at deadline; nil once stopped
 	stopParent func() bool   // ends the watch on parent; nil if none
 	first      func()        // the first AfterFunc registration
@@ -66,10 +64,9 @@ func (c *attemptCtx) start(parent context.Context, timeout time.Duration) {
 func (c *attemptCtx) expire() { c.end(timedOut) }
 
 // end ends the attempt for the reason why, unless it ended already or, for
-// its own timeout, the timeout was switched off. The check and the end are
-// one step under mu: once stopTimeout has reported the attempt alive, a
-// timer firing late never ends it. The registered functions run after mu
-// is released, since they call back into c.
+// its own timeout, the timeout was switched off: checked under mu, so once
+// stopTimeout reported the attempt alive, a late timer never ends it. The
+// registered functions call back into c, so they run after mu is released.
 func (c *attemptCtx) end(why int) {
 	c.mu.Lock()
 	if c.why != running || (why == timedOut && !c.timeoutOn) {
@@ -102,7 +99,7 @@ func (c *attemptCtx) end(why int) {
 func (c *attemptCtx) stopTimeout() bool {
 	c.mu.Lock()
 	alive := c.why == running
-	c.timeoutOn = false
+	c.timeoutOn, c.stopped = false, true
 	t := c.timer
 	c.timer = nil
 	c.mu.Unlock()
@@ -119,19 +116,24 @@ func (c *attemptCtx) release() { c.end(released) }
 // timedOut reports whether the attempt's own timeout ended it.
 func (c *attemptCtx) timedOut() bool {
 	_ = c.Err() // settles a parent that ended before its watch ran
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.why == timedOut
+	return c.state() == timedOut
 }
 
-// Deadline returns the attempt's own deadline while its timeout is in
-// force, or the parent's when that is sooner or the timeout is off.
+// state returns why the attempt ended, or running.
+func (c *attemptCtx) state() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.why
+}
+
+// Deadline returns the attempt's own deadline, or the parent's when that is
+// sooner or stopTimeout switched the timeout off.
 func (c *attemptCtx) Deadline() (time.Time, bool) {
 	pd, ok := c.parent.Deadline()
 	c.mu.Lock()
-	on := c.timeoutOn
+	own := !c.stopped
 	c.mu.Unlock()
-	if on && (!ok || c.deadline.Before(pd)) {
+	if own && (!ok || c.deadline.Before(pd)) {
 		return c.deadline, true
 	}
 	return pd, ok
@@ -154,9 +156,7 @@ func (c *attemptCtx) Done() <-chan struct{} {
 // read directly, so that Err agrees with it even before the watch on the
 // parent has run: that watch runs in a goroutine of its own.
 func (c *attemptCtx) Err() error {
-	c.mu.Lock()
-	why := c.why
-	c.mu.Unlock()
+	why := c.state()
 	if why == running {
 		if c.parent.Err() == nil {
 			return nil
@@ -173,18 +173,14 @@ func (c *attemptCtx) Err() error {
 	return c.parent.Err()
 }
 
-// Value returns the parent's value for key, with one exception, which makes
-// context.Cause agree with Err. Cause reads the cause of the nearest
-// standard cancelable context, found through Value(causeKey); for an
-// attempt that ended on its own, that would be the parent's, which a later
-// cancel of the parent would change. Hiding it makes Cause report Err, as a
-// context.WithTimeout context reports context.DeadlineExceeded for good.
+// Value returns the parent's value for key, but one, so that context.Cause
+// agrees with Err. Cause reports the cause of the nearest standard
+// cancelable context, found through Value(causeKey): for an attempt that
+// ended on its own, the parent's, which a later cancel of the parent would
+// change. Hidden, Cause reports Err, as for a context.WithTimeout child.
 func (c *attemptCtx) Value(key any) any {
 	if key == causeKey {
-		c.mu.Lock()
-		why := c.why
-		c.mu.Unlock()
-		if why != running && why != parentEnded {
+		if why := c.state(); why != running && why != parentEnded {
 			return nil
 		}
 	}
@@ -208,15 +204,14 @@ func (*keySpy) Done() <-chan struct{}       { return nil }
 func (*keySpy) Err() error                  { return context.Canceled } // Cause asks Value only for an ended context
 func (s *keySpy) Value(key any) any         { s.key = key; return nil }
 
-// AfterFunc arranges to call f once the attempt ends, for the context
-// package. It calls it for every context derived from the attempt, with an
-// f that cancels that context: quick, and harmless to call again. The
-// first registration (net/http makes one per attempt) is kept without an
-// allocation, and its stop never keeps f from running, which the context
-// package allows: it ignores what stop reports, and f then cancels a
-// context that is cancelled already. Later registrations get a stop that
-// removes them, so an attempt from which many contexts are derived and
-// cancelled in turn keeps none of them.
+// AfterFunc arranges to call f once the attempt ends. The context package
+// calls it for every context derived from the attempt, with an f that
+// cancels that context: quick, and harmless to call twice. The first
+// registration (net/http makes one per attempt) costs no allocation, and
+// its stop never keeps f from running: the context package ignores what
+// stop reports, and f then cancels a context cancelled already. Later ones
+// get a stop that unlinks them, so contexts derived and cancelled in turn
+// leave nothing behind.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	switch {

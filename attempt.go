@@ -24,6 +24,7 @@ import (
 // ever serves two attempts.
 type attemptCtx struct {
 	parent   context.Context
+	n        int       // which attempt of its call, counting from 1
 	deadline time.Time // when the attempt's own timeout passes
 
 	mu         sync.Mutex    // protects the fields below
@@ -46,10 +47,10 @@ const (
 	parentEnded // the parent is done: the parent's error
 )
 
-// start begins the attempt under parent, with at most timeout to get its
+// start begins attempt n under parent, with at most timeout to get its
 // response headers. c must not be in use yet.
-func (c *attemptCtx) start(parent context.Context, timeout time.Duration) {
-	c.parent = parent
+func (c *attemptCtx) start(parent context.Context, n int, timeout time.Duration) {
+	c.parent, c.n = parent, n
 	c.deadline = time.Now().Add(timeout)
 	c.mu.Lock() // the callbacks below may run before start returns
 	defer c.mu.Unlock()
@@ -173,12 +174,16 @@ func (c *attemptCtx) Err() error {
 	return c.parent.Err()
 }
 
-// Value returns the parent's value for key, but one, so that context.Cause
+// Value returns the attempt's number for attemptKey (AttemptFromContext),
+// and else the parent's value for key, but one, so that context.Cause
 // agrees with Err. Cause reports the cause of the nearest standard
 // cancelable context, found through Value(causeKey): for an attempt that
 // ended on its own, the parent's, which a later cancel of the parent would
 // change. Hidden, Cause reports Err, as for a context.WithTimeout child.
 func (c *attemptCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return c.n
+	}
 	if key == causeKey {
 		if why := c.state(); why != running && why != parentEnded {
 			return nil

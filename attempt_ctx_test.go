@@ -371,7 +371,7 @@ func BenchmarkAttemptDerived(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				x := new(exchange)
-				x.ctx.start(context.Background(), time.Minute)
+				x.ctx.start(context.Background(), 1, time.Minute)
 				var ctx context.Context = &x.ctx
 				if hide {
 					ctx = hideAfterFunc{ctx}

@@ -80,6 +80,12 @@ type Policy struct {
 	// first attempt, and a retry that the budget refuses ends the call with
 	// ReasonBudget. Nil means no budget.
 	Budget *Budget
+
+	// OnDone is called once when a call ends, however it ends, with its
+	// Outcome, for metrics and traces; not for a call refused before any
+	// attempt by a Policy with a negative field. It must not block for
+	// long. Nil means none, and then nothing is measured.
+	OnDone func(Outcome)
 }
 
 // Event describes one retry, for Policy.OnRetry.
@@ -91,6 +97,10 @@ type Event struct {
 	// FromRetryAfter reports that Delay is the server's Retry-After hint
 	// (plus RetryAfterJitter), which was longer than the backoff.
 	FromRetryAfter bool
+
+	// Context is the caller's context (never an attempt's), so that a hook
+	// can reach the caller's trace span or logger.
+	Context context.Context
 }
 
 // Do calls fn until it succeeds, by the rules of p, and returns its result.
@@ -120,16 +130,17 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 	for {
 		timeout, err := l.begin()
 		if err != nil {
-			return zero, err
+			return zero, l.done(nil, err)
 		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		v, err := fn(actx)
-		cancel()
+		var a attemptCtx
+		a.start(ctx, l.attempt, timeout)
+		v, err := fn(&a)
+		a.release()
 		if err == nil {
-			return v, nil
+			return v, l.done(nil, nil)
 		}
 		if err := l.failed(err, l.retryable(err)); err != nil {
-			return zero, err
+			return zero, l.done(nil, err)
 		}
 	}
 }
@@ -141,6 +152,8 @@ type loop struct {
 	start   time.Time // when the call began, by Policy.Clock or the real clock
 	attempt int       // attempts begun
 	last    error     // the last retryable error
+	reason  Reason    // why retrying stopped without success, if it did
+	slept   time.Duration
 }
 
 func (l *loop) init(ctx context.Context, p *Policy) error {
@@ -156,12 +169,7 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 }
 
 // elapsed returns the time since the call began.
-func (l *loop) elapsed() time.Duration {
-	if l.p.Clock == nil {
-		return time.Since(l.start)
-	}
-	return l.p.Clock.Since(l.start)
-}
+func (l *loop) elapsed() time.Duration { return l.p.since(l.start) }
 
 // begin starts the next attempt (steps 2 and 3 of the loop): it returns the
 // attempt's timeout, or the error to return when none may start.
@@ -244,13 +252,20 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 		return l.canceled(nil)
 	}
 	if l.p.OnRetry != nil {
-		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted})
+		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted, Context: l.ctx})
+	}
+	var began time.Time
+	if l.p.OnDone != nil {
+		began = l.p.now()
 	}
 	var err error
 	if l.p.Sleep != nil {
 		err = l.p.Sleep(l.ctx, delay)
 	} else {
 		err = sleepOn(l.ctx, l.p.Clock, delay)
+	}
+	if l.p.OnDone != nil {
+		l.slept += l.p.since(began)
 	}
 	switch {
 	case l.ctx.Err() != nil:
@@ -262,6 +277,7 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 }
 
 func (l *loop) giveUp(r Reason) error {
+	l.reason = r
 	return &Error{Reason: r, Attempts: l.attempt, Err: l.last}
 }
 
@@ -327,6 +343,13 @@ func (p *Policy) validate() error {
 			ErrInvalidPolicy, p.RetryAfterJitter)
 	}
 	return p.Budget.validate() // nil-safe
+}
+
+func (p *Policy) since(t time.Time) time.Duration {
+	if p.Clock == nil {
+		return time.Since(t)
+	}
+	return p.Clock.Since(t)
 }
 
 func (p *Policy) now() time.Time {

@@ -297,7 +297,7 @@ func TestDoOnRetry(t *testing.T) {
 			var want []retry.Event
 			var wantSlept []int
 			for i, d := range tt.wantDelays {
-				want = append(want, retry.Event{Attempt: i + 1, Err: tt.errs[i], Delay: d})
+				want = append(want, retry.Event{Attempt: i + 1, Err: tt.errs[i], Delay: d, Context: t.Context()})
 				wantSlept = append(wantSlept, i)
 			}
 			if !slices.Equal(events, want) {

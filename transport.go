@@ -95,7 +95,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if c.stop != nil && resp == nil {
 				c.stop() // else deliver passed it to the body's release
 			}
-			return resp, err
+			return resp, c.l.done(req, err)
 		}
 	}
 }
@@ -184,7 +184,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		parent = cw.watch(parent)
 	}
 	x := &exchange{done: c.stop}
-	areq := x.start(c.req, parent, c.body, c.header, timeout)
+	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, timeout)
 	c.body = nil
 	resp, err = c.base.RoundTrip(areq)
 	if err == nil && resp == nil {

@@ -29,6 +29,10 @@ type Outcome struct {
 	Slept    time.Duration // time slept between attempts, in all, by Policy.Clock
 	Reason   Reason        // why retrying stopped without success; empty if it did not give up
 
+	// Waited is the time spent waiting for the Transport's Pacer before
+	// attempts, in all; zero without a Pacer.
+	Waited time.Duration
+
 	// Err is what the call returned: nil on success and, for a Transport,
 	// whenever it returned a response, whatever its status.
 	Err error

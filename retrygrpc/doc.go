@@ -1,0 +1,2 @@
+// Package retrygrpc retries unary gRPC calls.
+package retrygrpc

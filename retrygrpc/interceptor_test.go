@@ -478,3 +478,38 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestServerSeesTheAttemptDeadline checks that grpc sends each attempt's
+// deadline, the sooner of AttemptTimeout and the caller's, to the server.
+func TestServerSeesTheAttemptDeadline(t *testing.T) {
+	tests := []struct {
+		name           string
+		attemptTimeout time.Duration
+		callerTimeout  time.Duration // 0: none
+		want           time.Duration // the most the server may see left
+	}{
+		{name: "attempt timeout", attemptTimeout: 2 * time.Second, want: 2 * time.Second},
+		{name: "caller sooner", attemptTimeout: 20 * time.Second, callerTimeout: time.Second, want: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := fakePolicy(retrytest.NewFakeTime())
+			p.AttemptTimeout = tt.attemptTimeout
+			s, conn := startServer(t, steps(), withRetries(p)...)
+			ctx := testContext(t)
+			if tt.callerTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.callerTimeout)
+				defer cancel()
+			}
+			if _, err := say(ctx, conn, "d"); err != nil {
+				t.Fatal(err)
+			}
+			left, ok := s.Left("d")
+			if !ok || left <= 0 || left > tt.want {
+				t.Errorf("server saw %v left (deadline %v), want in (0, %v]", left, ok, tt.want)
+			}
+		})
+	}
+}

@@ -42,8 +42,9 @@ type reply struct {
 type server struct {
 	script func(n int) reply // n counts the calls with the same text, from 1
 
-	mu    sync.Mutex     // protects calls
-	calls map[string]int // calls per request text
+	mu    sync.Mutex               // protects the fields below
+	calls map[string]int           // calls per request text
+	left  map[string]time.Duration // time left before the last call's deadline; absent: none
 }
 
 // steps is a script that plays the replies in order and then answers OK.
@@ -63,10 +64,22 @@ func (s *server) Calls(text string) int {
 	return s.calls[text]
 }
 
+// Left returns the time that was left before the deadline of the last call
+// with text s, as the server saw it, and false if that call had none.
+func (s *server) Left(text string) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.left[text]
+	return d, ok
+}
+
 func (s *server) say(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	s.mu.Lock()
 	s.calls[in.GetValue()]++
 	n := s.calls[in.GetValue()]
+	if d, ok := ctx.Deadline(); ok {
+		s.left[in.GetValue()] = time.Until(d)
+	}
 	s.mu.Unlock()
 	r := s.script(n)
 	if r.header != nil {
@@ -141,7 +154,7 @@ func startServer(tb testing.TB, script func(int) reply, opts ...grpc.DialOption)
 // a function that stops everything it started.
 func serve(script func(int) reply, opts ...grpc.DialOption) (*server, *grpc.ClientConn, func()) {
 	lis := bufconn.Listen(1 << 20)
-	s := &server{script: script, calls: map[string]int{}}
+	s := &server{script: script, calls: map[string]int{}, left: map[string]time.Duration{}}
 	gs := grpc.NewServer()
 	gs.RegisterService(&echoDesc, s)
 	served := make(chan struct{})

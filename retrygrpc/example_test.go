@@ -62,6 +62,28 @@ func ExampleUnaryClientInterceptor_giveUp() {
 	// message: maintenance
 }
 
+func ExampleUnaryClientInterceptor_perMethod() {
+	retrying := retrygrpc.UnaryClientInterceptor(retry.Policy{Base: time.Millisecond})
+	// Only the methods known to be safe to run twice are retried.
+	idempotent := map[string]bool{"/retrygrpc.test.Echo/Say": true}
+	onlyIdempotent := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !idempotent[method] {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		return retrying(ctx, method, req, reply, cc, invoker, opts...)
+	}
+	srv, conn, stop := serve(steps(unavailable("starting")),
+		grpc.WithUnaryInterceptor(onlyIdempotent),
+		grpc.WithDisableRetry(),
+	)
+	defer stop()
+
+	got, err := say(context.Background(), conn, "hello")
+	fmt.Println(got, err, "calls:", srv.Calls("hello"))
+	// Output: hello <nil> calls: 2
+}
+
 func ExampleIsRetryable() {
 	quota := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
 		{Subject: "project:demo", Description: "daily limit reached"},

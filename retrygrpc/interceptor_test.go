@@ -513,3 +513,35 @@ func TestServerSeesTheAttemptDeadline(t *testing.T) {
 		})
 	}
 }
+
+func TestCancelDuringAttempt(t *testing.T) {
+	ft := retrytest.NewFakeTime()
+	s, conn := startServer(t, steps(reply{hang: true}), withRetries(fakePolicy(ft))...)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := say(ctx, conn, "x")
+		done <- err
+	}()
+	// Cancel once the server holds the call.
+	for s.Calls("x") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("call still running 10s after cancel")
+	}
+	if !errors.Is(err, context.Canceled) || status.Code(err) != codes.Canceled {
+		t.Errorf("err = %v (code %v), want context.Canceled and code Canceled", err, status.Code(err))
+	}
+	if c := s.Calls("x"); c != 1 {
+		t.Errorf("server got %d calls, want 1", c)
+	}
+	if got := ft.Sleeps(); len(got) != 0 {
+		t.Errorf("slept %v after the cancel, want no sleep", got)
+	}
+}

@@ -102,11 +102,15 @@ func newCall(ctx context.Context, method string, req, reply any, cc *grpc.Client
 		case grpc.HeaderCallOption:
 			c.headers = append(c.headers, o.HeaderAddr)
 		case *grpc.HeaderCallOption:
-			c.headers = append(c.headers, o.HeaderAddr)
+			if o != nil {
+				c.headers = append(c.headers, o.HeaderAddr)
+			}
 		case grpc.TrailerCallOption:
 			c.trailers = append(c.trailers, o.TrailerAddr)
 		case *grpc.TrailerCallOption:
-			c.trailers = append(c.trailers, o.TrailerAddr)
+			if o != nil {
+				c.trailers = append(c.trailers, o.TrailerAddr)
+			}
 		default:
 			c.opts = append(c.opts, o)
 		}

@@ -332,7 +332,7 @@ func TestMetadataOfTheLastAttempt(t *testing.T) {
 			var h1, h2, tr metadata.MD
 			h3 := grpc.HeaderCallOption{HeaderAddr: &metadata.MD{}}
 			_, _ = say(testContext(t), conn, "m", grpc.Header(&h1), grpc.Header(&h2), grpc.Trailer(&tr),
-				&h3, grpc.Header(nil))
+				&h3, grpc.Header(nil), (*grpc.HeaderCallOption)(nil), (*grpc.TrailerCallOption)(nil))
 			if c := s.Calls("m"); c != 2 {
 				t.Fatalf("server got %d calls, want 2", c)
 			}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
@@ -30,6 +31,22 @@ func fakePolicy(ft *retrytest.FakeTime) retry.Policy {
 		Sleep:       ft.Sleep,
 		Rand:        ft.Rand,
 	}
+}
+
+// slowAttempt is the AttemptTimeout of tests in which an attempt hangs and
+// the next one must succeed. Attempt timeouts run in real time; this one is
+// long enough that a loaded machine answers the next attempt within it.
+const slowAttempt = time.Second
+
+// warmUp connects conn and waits until it is ready.
+func warmUp(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func withRetries(p retry.Policy) []grpc.DialOption {
@@ -205,8 +222,11 @@ func TestGiveUpKeepsTheLastStatus(t *testing.T) {
 func TestAttemptTimeoutIsRetried(t *testing.T) {
 	ft := retrytest.NewFakeTime()
 	p := fakePolicy(ft)
-	p.AttemptTimeout = 100 * time.Millisecond // real time: attempts always are
+	p.AttemptTimeout = slowAttempt
 	s, conn := startServer(t, steps(reply{hang: true}), withRetries(p)...)
+	if err := warmUp(testContext(t), conn); err != nil {
+		t.Fatal(err)
+	}
 	got, err := say(testContext(t), conn, "slow")
 	if err != nil || got != "slow" {
 		t.Fatalf("say = %q, %v; want %q, nil", got, err, "slow")
@@ -220,9 +240,12 @@ func TestAttemptTimeoutEveryTime(t *testing.T) {
 	ft := retrytest.NewFakeTime()
 	p := fakePolicy(ft)
 	p.MaxAttempts = 2
-	p.AttemptTimeout = 50 * time.Millisecond
+	p.AttemptTimeout = slowAttempt
 	hang := reply{hang: true}
 	s, conn := startServer(t, steps(hang, hang), withRetries(p)...)
+	if err := warmUp(testContext(t), conn); err != nil {
+		t.Fatal(err)
+	}
 	_, err := say(testContext(t), conn, "slow")
 	if c := s.Calls("slow"); c != 2 {
 		t.Errorf("server got %d calls, want 2", c)
@@ -237,8 +260,13 @@ func TestCallerDeadlineIsNotRetried(t *testing.T) {
 	ft := retrytest.NewFakeTime()
 	p := fakePolicy(ft)
 	p.AttemptTimeout = time.Minute
-	s, conn := startServer(t, steps(reply{hang: true}), withRetries(p)...)
-	ctx, cancel := context.WithTimeout(testContext(t), 50*time.Millisecond)
+	s, conn := startServer(t, func(n int) reply { return reply{hang: true} }, withRetries(p)...)
+	// The connection is up before the deadline starts, so that a slow
+	// machine still makes the call within it.
+	if err := warmUp(testContext(t), conn); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(testContext(t), slowAttempt)
 	defer cancel()
 	_, err := say(ctx, conn, "slow")
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -415,7 +443,7 @@ func TestOwnRetryable(t *testing.T) {
 		{name: "unavailable final", script: []reply{unavailable("x")}, wantCalls: 1},
 		{name: "server deadline final", script: []reply{{code: codes.DeadlineExceeded}}, wantCalls: 1},
 		{name: "attempt timeout seen as such", script: []reply{{hang: true}},
-			timeout: 50 * time.Millisecond, wantCalls: 2},
+			timeout: slowAttempt, wantCalls: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -424,6 +452,9 @@ func TestOwnRetryable(t *testing.T) {
 			p.Retryable = judge
 			p.AttemptTimeout = tt.timeout
 			s, conn := startServer(t, steps(tt.script...), withRetries(p)...)
+			if err := warmUp(testContext(t), conn); err != nil {
+				t.Fatal(err)
+			}
 			_, _ = say(testContext(t), conn, "j")
 			if c := s.Calls("j"); c != tt.wantCalls {
 				t.Errorf("server got %d calls, want %d", c, tt.wantCalls)
@@ -488,8 +519,8 @@ func TestServerSeesTheAttemptDeadline(t *testing.T) {
 		callerTimeout  time.Duration // 0: none
 		want           time.Duration // the most the server may see left
 	}{
-		{name: "attempt timeout", attemptTimeout: 2 * time.Second, want: 2 * time.Second},
-		{name: "caller sooner", attemptTimeout: 20 * time.Second, callerTimeout: time.Second, want: time.Second},
+		{name: "attempt timeout", attemptTimeout: 5 * time.Second, want: 5 * time.Second},
+		{name: "caller sooner", attemptTimeout: 20 * time.Second, callerTimeout: 5 * time.Second, want: 5 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -498,6 +529,9 @@ func TestServerSeesTheAttemptDeadline(t *testing.T) {
 			p.AttemptTimeout = tt.attemptTimeout
 			s, conn := startServer(t, steps(), withRetries(p)...)
 			ctx := testContext(t)
+			if err := warmUp(ctx, conn); err != nil {
+				t.Fatal(err)
+			}
 			if tt.callerTimeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.callerTimeout)

@@ -129,6 +129,16 @@ func TestUnaryScripts(t *testing.T) {
 			script: []reply{{code: codes.Unavailable,
 				details: []protoadapt.MessageV1{retryDelay(hour)}}},
 			wantCalls: 1, wantCode: codes.Unavailable, wantGave: retry.ReasonDeadline},
+		{name: "absurd retry info gives up at once",
+			script: []reply{{code: codes.Unavailable,
+				details: []protoadapt.MessageV1{&errdetails.RetryInfo{
+					RetryDelay: &durationpb.Duration{Seconds: 1 << 62, Nanos: 999_999_999}}}}},
+			wantCalls: 1, wantCode: codes.Unavailable, wantGave: retry.ReasonDeadline},
+		{name: "negative retry info is no hint",
+			script: []reply{{code: codes.Unavailable,
+				details: []protoadapt.MessageV1{&errdetails.RetryInfo{
+					RetryDelay: &durationpb.Duration{Seconds: -5}}}}},
+			wantCalls: 2, wantCode: codes.OK, wantSleep: []time.Duration{100 * ms}},
 		{name: "resource exhausted retried",
 			script:    []reply{{code: codes.ResourceExhausted, msg: "busy"}},
 			wantCalls: 2, wantCode: codes.OK, wantSleep: []time.Duration{100 * ms}},
@@ -577,5 +587,23 @@ func TestCancelDuringAttempt(t *testing.T) {
 	}
 	if got := ft.Sleeps(); len(got) != 0 {
 		t.Errorf("slept %v after the cancel, want no sleep", got)
+	}
+}
+
+// TestAbsurdHintWithJitter checks that jitter added to a saturated hint
+// neither overflows nor sleeps: the call gives up at once.
+func TestAbsurdHintWithJitter(t *testing.T) {
+	ft := retrytest.NewFakeTime()
+	p := fakePolicy(ft)
+	p.RetryAfterJitter = 0.5
+	script := steps(reply{code: codes.Unavailable, pushback: []string{"9223372036854775807999"}})
+	s, conn := startServer(t, script, withRetries(p)...)
+	_, err := say(testContext(t), conn, "j")
+	checkShape(t, err, retry.ReasonDeadline, 1)
+	if c := s.Calls("j"); c != 1 {
+		t.Errorf("server got %d calls, want 1", c)
+	}
+	if got := ft.Sleeps(); len(got) != 0 {
+		t.Errorf("slept %v, want no sleep", got)
 	}
 }

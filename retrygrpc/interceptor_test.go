@@ -3,6 +3,7 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -323,6 +324,10 @@ func TestCancelDuringBackoff(t *testing.T) {
 	}
 	if got := status.Code(err); got != codes.Canceled {
 		t.Errorf("status.Code = %v, want Canceled", got)
+	}
+	// The message still tells what the call was waiting to retry.
+	if msg := err.Error(); !strings.Contains(msg, "context canceled") || !strings.Contains(msg, "down") {
+		t.Errorf("err.Error() = %q, want the cancel and the last error", msg)
 	}
 	if c := s.Calls("x"); c != 1 {
 		t.Errorf("server got %d calls, want 1", c)

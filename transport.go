@@ -288,7 +288,7 @@ func (t *Transport) replayable(req *http.Request) bool {
 	if t.Replayable != nil {
 		return t.Replayable(req)
 	}
-	return idempotent(req)
+	return Idempotent(req)
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -296,18 +296,6 @@ func (t *Transport) base() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return t.Base
-}
-
-// idempotent reports whether req may be sent again after a failure the
-// server may have processed: its method is idempotent (RFC 9110, section
-// 9.2.2), or it carries an idempotency key.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return hasKey(req.Header)
 }
 
 // hasKey reports an Idempotency-Key or X-Idempotency-Key header. A key

@@ -136,6 +136,10 @@ func fail503(w http.ResponseWriter, _ *http.Request, _ []byte) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
+func fail429(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	w.WriteHeader(http.StatusTooManyRequests)
+}
+
 func replayPolicy() retry.Policy {
 	ft := retrytest.NewFakeTime()
 	return retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand}
@@ -149,6 +153,7 @@ func TestReplayBufferResendsBodyWithoutGetBody(t *testing.T) {
 		method     string
 		buffer     int64
 		known      bool
+		first      func(w http.ResponseWriter, r *http.Request, body []byte) // nil: 503
 		wantStatus int
 		wantSends  int
 	}{
@@ -159,11 +164,17 @@ func TestReplayBufferResendsBodyWithoutGetBody(t *testing.T) {
 		{name: "past the limit is sent once", method: http.MethodPut, buffer: size - 1, wantStatus: 503, wantSends: 1},
 		{name: "a bare POST after a 503 is not re-sent", method: http.MethodPost, buffer: 1 << 20, known: true,
 			wantStatus: 503, wantSends: 1},
+		{name: "a bare POST after a 429 is re-sent", method: http.MethodPost, buffer: 1 << 20, known: true,
+			first: fail429, wantStatus: 200, wantSends: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newRecordingServer(t, fail503)
+			first := tt.first
+			if first == nil {
+				first = fail503
+			}
+			srv := newRecordingServer(t, first)
 			want := payload(size)
 			body := newTrackedBody(bytes.NewReader(want))
 			tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: tt.buffer}
@@ -559,5 +570,29 @@ func TestReplayBufferEarlyAnswer(t *testing.T) {
 				t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 			}
 		})
+	}
+}
+
+func TestReplayBufferCancelledBeforeAnyAttempt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := newTrackedBody(strings.NewReader("never sent"))
+	var sends int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(*http.Request) (*http.Response, error) {
+			sends++
+			return nil, errors.New("unreachable")
+		})}
+	req := bodyRequest(t, http.MethodPut, "http://example.test/", body, 10, true).WithContext(ctx)
+	_, err := tr.RoundTrip(req)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if sends != 0 {
+		t.Errorf("%d sends, want none", sends)
+	}
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 	}
 }

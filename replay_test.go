@@ -596,3 +596,51 @@ func TestReplayBufferCancelledBeforeAnyAttempt(t *testing.T) {
 		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 	}
 }
+
+// TestReplayBufferLendsGetBody: within one attempt, the base may re-send
+// the body through the attempt's GetBody, as net/http does after a refused
+// HTTP/2 stream, and gets the whole body again.
+func TestReplayBufferLendsGetBody(t *testing.T) {
+	t.Parallel()
+	want := payload(30 << 10)
+	body := newTrackedBody(bytes.NewReader(want))
+	var first, second []byte
+	var attempts int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			if r.GetBody == nil {
+				return nil, errors.New("no GetBody on the attempt")
+			}
+			b := make([]byte, 1000)
+			n, _ := io.ReadFull(r.Body, b)
+			first = b[:n]
+			r.Body.Close()
+			again, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			second, err = io.ReadAll(again)
+			again.Close()
+			if err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})}
+	req := bodyRequest(t, http.MethodPut, "http://example.test/", body, len(want), true)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	if attempts != 1 || !bytes.Equal(first, want[:1000]) || !bytes.Equal(second, want) {
+		t.Errorf("%d attempts; read %d bytes, then %d through GetBody; want 1 attempt, 1000, then the %d of the body",
+			attempts, len(first), len(second), len(want))
+	}
+	if req.GetBody != nil {
+		t.Error("the caller's request gained a GetBody")
+	}
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}

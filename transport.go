@@ -191,6 +191,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		}
 		x = new(exchange)
 		areq = x.start(c.req, parent, c.body, c.header, c.l.began, timeout)
+		c.rb.lend(areq)
 		c.body = nil
 	}
 	resp, err = c.base.RoundTrip(areq)

@@ -644,3 +644,49 @@ func TestReplayBufferLendsGetBody(t *testing.T) {
 		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 	}
 }
+
+// TestReplayBufferClosesAfterLateUpload: the base answers before it has
+// sent the whole body and goes on sending it, as net/http does when a
+// server answers early. The original body must stay open until the base
+// closes the last attempt's body, and then be closed once.
+func TestReplayBufferClosesAfterLateUpload(t *testing.T) {
+	t.Parallel()
+	want := payload(40 << 10)
+	body := newTrackedBody(bytes.NewReader(want))
+	proceed := make(chan struct{})
+	uploaded := make(chan []byte, 1)
+	var attempts int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			if attempts == 1 {
+				b := make([]byte, 100)
+				_, _ = io.ReadFull(r.Body, b)
+				r.Body.Close()
+				return nil, syscall.ECONNRESET
+			}
+			go func() { // the writer, still sending after the answer
+				<-proceed
+				b, _ := io.ReadAll(r.Body)
+				r.Body.Close()
+				uploaded <- b
+			}()
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})}
+	resp, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, "http://example.test/", body, len(want), true))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	if closes, _ := body.counts(); closes != 0 {
+		t.Fatalf("the original body was closed %d times while the upload goes on", closes)
+	}
+	close(proceed)
+	if got := <-uploaded; !bytes.Equal(got, want) {
+		t.Errorf("the late upload sent %d bytes, not the %d of the body", len(got), len(want))
+	}
+	body.waitClosed(t)
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}

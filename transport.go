@@ -27,9 +27,10 @@ import (
 // Only what may run twice runs twice: GET, HEAD, OPTIONS, TRACE, PUT and
 // DELETE; other methods, such as POST, only with an Idempotency-Key or
 // X-Idempotency-Key header, or after a failure that proves the server did
-// not process the request (a 429, an error while connecting, or an
-// x-should-retry: true header). A request whose body cannot be rewound
-// through GetBody is sent once. The caller's request is never modified.
+// not process the request (a 429 or a rate-limit 403, an error while
+// connecting, or an x-should-retry or Stripe-Should-Retry: true header).
+// A request whose body cannot be rewound through GetBody is sent once,
+// unless ReplayBuffer keeps it. The caller's request is never modified.
 //
 // Discarded responses are drained (at most 64 KiB) and closed, so their
 // connections are reused. The attempt timeout ends when the response headers
@@ -71,6 +72,16 @@ type Transport struct {
 	// long stream that keeps delivering, such as server-sent events. Zero
 	// means no limit.
 	BodyIdleTimeout time.Duration
+
+	// ReplayBuffer, when positive, lets a request whose body has no
+	// GetBody (an upload from a file or a pipe, or an SDK's body) be sent
+	// again: the Transport keeps the bytes the base reads of it, up to this
+	// many, never reading ahead. The next attempt sends the kept bytes,
+	// then goes on with the original body where the last attempt stopped.
+	// Once a body passes the limit, it is not sent again. A body with
+	// GetBody is never copied. Zero means such a body is sent once; a
+	// negative value is a configuration error.
+	ReplayBuffer int64
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -95,6 +106,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if c.stop != nil && resp == nil {
 				c.stop() // else deliver passed it to the body's release
 			}
+			c.rb.end(resp == nil)
 			return resp, c.l.done(req, err)
 		}
 	}
@@ -112,6 +124,7 @@ type call struct {
 	rewind bool          // the body can be sent again
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
+	rb     *replayBody   // keeps a body without GetBody for the next attempt; nil if none
 }
 
 func (c *call) init() error {
@@ -119,6 +132,9 @@ func (c *call) init() error {
 	if c.t.BodyIdleTimeout < 0 {
 		return fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
 			ErrInvalidPolicy, c.t.BodyIdleTimeout)
+	}
+	if c.t.ReplayBuffer < 0 {
+		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
 	}
 	c.ctx = c.req.Context()
 	if err := c.l.init(c.ctx, &c.t.Policy); err != nil {
@@ -133,6 +149,9 @@ func (c *call) init() error {
 	}
 	c.base = c.t.base()
 	c.rewind = rewindable(c.req)
+	if c.rb = newReplay(c.req, c.t.ReplayBuffer); c.rb != nil {
+		c.body, c.rewind = c.rb.start(), true
+	}
 	var keyed bool
 	c.header, keyed = c.t.addKey(c.req)
 	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
@@ -172,7 +191,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		return nil, true, err
 	}
 	if c.l.attempt > 1 {
-		if c.body, err = nextBody(c.req); err != nil {
+		if c.body, err = c.rb.nextBody(c.req); err != nil {
 			return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
 				c.l.attempt, err, c.l.last)
 		}
@@ -185,6 +204,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	}
 	x := &exchange{done: c.stop}
 	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, timeout)
+	c.rb.lend(areq)
 	c.body = nil
 	resp, err = c.base.RoundTrip(areq)
 	if err == nil && resp == nil {
@@ -209,7 +229,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 // failed ends an attempt that returned err; resend says whether the
 // request may be sent again after it.
 func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
-	if err := c.l.failed(err, c.rewind && resend && c.l.retryable(err)); err != nil {
+	if err := c.l.failed(err, c.rewind && c.rb.replayable() && resend && c.l.retryable(err)); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -220,10 +240,8 @@ func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	l := &c.l
 	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
-	if hasRetryAfter(resp.Header) { // spares a clock reading
-		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
-	}
-	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
+	se.RetryAfter = statusHint(resp, &l.p)
+	if !c.rewind || !c.rb.replayable() || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	// Custom judges may read the body; the default never does. A response
@@ -250,11 +268,6 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return nil, true, err
 	}
 	return nil, false, nil
-}
-
-// hasRetryAfter reports whether h holds a header ParseRetryAfter reads.
-func hasRetryAfter(h http.Header) bool {
-	return len(h["Retry-After-Ms"]) > 0 || len(h["Retry-After"]) > 0
 }
 
 // errPeekTimedOut is the error of an attempt whose timeout fired while the
@@ -285,7 +298,7 @@ func (t *Transport) replayable(req *http.Request) bool {
 	if t.Replayable != nil {
 		return t.Replayable(req)
 	}
-	return idempotent(req)
+	return Idempotent(req)
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -293,18 +306,6 @@ func (t *Transport) base() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return t.Base
-}
-
-// idempotent reports whether req may be sent again after a failure the
-// server may have processed: its method is idempotent (RFC 9110, section
-// 9.2.2), or it carries an idempotency key.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return hasKey(req.Header)
 }
 
 // hasKey reports an Idempotency-Key or X-Idempotency-Key header. A key
@@ -346,10 +347,11 @@ func (w *connWatch) failedConnecting() bool {
 }
 
 // notProcessed reports a status response that proves the request did not
-// take effect, or that the server says may be sent again: a 429, or an
-// x-should-retry: true header.
+// take effect, or that the server says may be sent again: a 429, a 403
+// that is a rate limit, or an x-should-retry or Stripe-Should-Retry: true
+// header.
 func notProcessed(se *StatusError) bool {
-	if se.StatusCode == http.StatusTooManyRequests {
+	if se.StatusCode == http.StatusTooManyRequests || se.rateLimited() {
 		return true
 	}
 	v, ok := se.shouldRetry()

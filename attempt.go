@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 )
@@ -36,6 +37,7 @@ type attemptCtx struct {
 	stopParent func() bool   // ends the watch on parent; nil if none
 	first      func()        // the first AfterFunc registration
 	more       *afterFunc    // later registrations, newest first
+	closer     io.Closer     // closed if the attempt ends while set (closeOnEnd)
 }
 
 // Why an attempt ended.
@@ -78,9 +80,14 @@ func (c *attemptCtx) end(why int) {
 	if c.done != nil {
 		close(c.done)
 	}
-	t, stop, first, more := c.timer, c.stopParent, c.first, c.more
-	c.timer, c.stopParent, c.first, c.more = nil, nil, nil, nil
+	t, stop, first, more, cl := c.timer, c.stopParent, c.first, c.more, c.closer
+	c.timer, c.stopParent, c.first, c.more, c.closer = nil, nil, nil, nil, nil
 	c.mu.Unlock()
+	if cl != nil {
+		// In a goroutine of its own: end may run in one that the body's
+		// Close would wait for (net/http's, asking for Err).
+		go cl.Close()
+	}
 	if t != nil {
 		t.Stop()
 	}
@@ -108,6 +115,32 @@ func (c *attemptCtx) stopTimeout() bool {
 		t.Stop()
 	}
 	return alive && c.parent.Err() == nil
+}
+
+// closeOnEnd arranges for b to be closed if the attempt ends before
+// stopClose is called; b is closed at once if it is over already. A body
+// read meanwhile (a drain or a peek) cannot outlast the attempt, even one
+// that ignores the request's context, such as an io.Pipe fed by a stuck
+// producer: closing is how the io.ReadCloser contract ends a read.
+func (c *attemptCtx) closeOnEnd(b io.Closer) {
+	c.mu.Lock()
+	running := c.why == running
+	if running {
+		c.closer = b
+	}
+	c.mu.Unlock()
+	if !running {
+		_ = b.Close()
+	}
+}
+
+// stopClose undoes closeOnEnd, and reports false if the body was closed.
+func (c *attemptCtx) stopClose() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := c.closer != nil
+	c.closer = nil
+	return set
 }
 
 // release ends the attempt once its result is no longer needed. It may be

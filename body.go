@@ -58,12 +58,12 @@ func (x *exchange) peek(resp *http.Response) ([]byte, bool) {
 		n = resp.ContentLength
 	}
 	buf := make([]byte, n)
-	stop := x.closeOnEnd(resp.Body)
+	x.ctx.closeOnEnd(resp.Body)
 	k, err := readFull(resp.Body, buf)
 	// The end may have cut the read (net/http's body fails when the
-	// attempt's context ends) before closeOnEnd had its turn: the attempt's
-	// state decides, not stop.
-	if stopped := stop(); x.ctx.Err() != nil {
+	// attempt's context ends) before it closed the body: the attempt's
+	// state decides, not stopClose.
+	if stopped := x.ctx.stopClose(); x.ctx.Err() != nil {
 		if stopped {
 			_ = resp.Body.Close()
 		}
@@ -71,16 +71,6 @@ func (x *exchange) peek(resp *http.Response) ([]byte, bool) {
 	}
 	resp.Body = &peekedBody{buf: buf[:k], err: err, rc: resp.Body}
 	return buf[:k:k], true
-}
-
-// closeOnEnd closes body if the attempt ends while peek or discard reads
-// it, and returns a stop that reports whether it had not. A body that
-// ignores the request's context (an io.Pipe fed by a stuck producer, a
-// proxy reading under a context of its own) would otherwise hold them past
-// the attempt's timeout and past the caller's cancel. Closing is how such a
-// read is ended: the io.ReadCloser contract offers nothing else.
-func (x *exchange) closeOnEnd(body io.Closer) (stop func() bool) {
-	return context.AfterFunc(&x.ctx, func() { _ = body.Close() })
 }
 
 // readFull reads into buf until it is full, the body fails or ends, or
@@ -167,7 +157,7 @@ func (x *exchange) discard(resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
-	stop := x.closeOnEnd(resp.Body)
+	x.ctx.closeOnEnd(resp.Body)
 	buf := drainPool.Get().(*[drainBuf]byte)
 	for n := 0; n < maxDrain; {
 		chunk := buf[:min(drainBuf, maxDrain-n)]
@@ -178,7 +168,7 @@ func (x *exchange) discard(resp *http.Response) {
 		n += k
 	}
 	drainPool.Put(buf)
-	if stop() { // else closeOnEnd closes it
+	if x.ctx.stopClose() { // else the attempt's end closed it
 		_ = resp.Body.Close()
 	}
 }

@@ -31,7 +31,6 @@ type attemptCtx struct {
 	mu         sync.Mutex    // protects the fields below
 	why        int           // why the attempt ended: one of the end values
 	done       chan struct{} // made by the first Done; closed when the attempt ends
-	timeoutOn  bool          // the timeout may still end the attempt
 	stopped    bool          // stopTimeout switched the timeout off
 	timer      *time.Timer   // runs expire at deadline; nil once stopped
 	stopParent func() bool   // ends the watch on parent; nil if none
@@ -56,7 +55,6 @@ func (c *attemptCtx) start(parent context.Context, n int, timeout time.Duration)
 	c.deadline = time.Now().Add(timeout)
 	c.mu.Lock() // the callbacks below may run before start returns
 	defer c.mu.Unlock()
-	c.timeoutOn = true
 	if parent.Done() != nil { // else the parent is never done
 		c.stopParent = context.AfterFunc(parent, func() { c.end(parentEnded) })
 	}
@@ -72,11 +70,11 @@ func (c *attemptCtx) expire() { c.end(timedOut) }
 // registered functions call back into c, so they run after mu is released.
 func (c *attemptCtx) end(why int) {
 	c.mu.Lock()
-	if c.why != running || (why == timedOut && !c.timeoutOn) {
+	if c.why != running || (why == timedOut && c.stopped) {
 		c.mu.Unlock()
 		return
 	}
-	c.why, c.timeoutOn = why, false
+	c.why = why
 	if c.done != nil {
 		close(c.done)
 	}
@@ -107,7 +105,7 @@ func (c *attemptCtx) end(why int) {
 func (c *attemptCtx) stopTimeout() bool {
 	c.mu.Lock()
 	alive := c.why == running
-	c.timeoutOn, c.stopped = false, true
+	c.stopped = true
 	t := c.timer
 	c.timer = nil
 	c.mu.Unlock()
@@ -115,32 +113,6 @@ func (c *attemptCtx) stopTimeout() bool {
 		t.Stop()
 	}
 	return alive && c.parent.Err() == nil
-}
-
-// closeOnEnd arranges for b to be closed if the attempt ends before
-// stopClose is called; b is closed at once if it is over already. A body
-// read meanwhile (a drain or a peek) cannot outlast the attempt, even one
-// that ignores the request's context, such as an io.Pipe fed by a stuck
-// producer: closing is how the io.ReadCloser contract ends a read.
-func (c *attemptCtx) closeOnEnd(b io.Closer) {
-	c.mu.Lock()
-	running := c.why == running
-	if running {
-		c.closer = b
-	}
-	c.mu.Unlock()
-	if !running {
-		_ = b.Close()
-	}
-}
-
-// stopClose undoes closeOnEnd, and reports false if the body was closed.
-func (c *attemptCtx) stopClose() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	set := c.closer != nil
-	c.closer = nil
-	return set
 }
 
 // release ends the attempt once its result is no longer needed. It may be

@@ -73,6 +73,32 @@ func (x *exchange) peek(resp *http.Response) ([]byte, bool) {
 	return buf[:k:k], true
 }
 
+// closeOnEnd arranges for b to be closed if the attempt ends before
+// stopClose is called; b is closed at once if it is over already. A body
+// read meanwhile (a drain or a peek) cannot outlast the attempt, even one
+// that ignores the request's context, such as an io.Pipe fed by a stuck
+// producer: closing is how the io.ReadCloser contract ends a read.
+func (c *attemptCtx) closeOnEnd(b io.Closer) {
+	c.mu.Lock()
+	running := c.why == running
+	if running {
+		c.closer = b
+	}
+	c.mu.Unlock()
+	if !running {
+		_ = b.Close()
+	}
+}
+
+// stopClose undoes closeOnEnd, and reports false if the body was closed.
+func (c *attemptCtx) stopClose() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := c.closer != nil
+	c.closer = nil
+	return set
+}
+
 // readFull reads into buf until it is full, the body fails or ends, or
 // maxEmptyReads reads in a row return nothing. It returns how much it read
 // and the error that ended the reading, if any.

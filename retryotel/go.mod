@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/retrykit/retry => ../
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/retrykit/retry v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -12,6 +13,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

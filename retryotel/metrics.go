@@ -159,21 +159,23 @@ func method(m string) string {
 }
 
 // errorType names the kind of error a call failed with, in few enough
-// values to be a metric attribute: the status code of a retryable status,
-// "timeout" for a deadline, "canceled" for a call the caller gave up on,
+// values to be a metric attribute: "canceled" for a call its caller gave
+// up on, "timeout" for a deadline, the status code of a retryable status,
 // else the Go type of the error under the retry and URL wrappers.
 func errorType(err error) string {
 	if err == nil {
 		return ""
 	}
+	// The context's errors first: a call cut short by its caller wraps the
+	// last attempt's error too, but it ended because of the context.
 	var se *retry.StatusError
 	switch {
-	case errors.As(err, &se):
-		return strconv.Itoa(se.StatusCode)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &se):
+		return strconv.Itoa(se.StatusCode)
 	}
 	for {
 		var next error

@@ -53,8 +53,10 @@ func TestDo(t *testing.T) {
 			},
 		},
 		{
-			name:    "give up on deadline",
-			policy:  func(ft *retrytest.FakeTime) retry.Policy { return retry.Policy{Base: time.Second, Deadline: 2 * time.Second} },
+			name: "give up on deadline",
+			policy: func(ft *retrytest.FakeTime) retry.Policy {
+				return retry.Policy{Base: time.Second, Deadline: 2 * time.Second}
+			},
 			fn:      script(unavailable, unavailable, unavailable),
 			wantErr: true,
 			wantEvents: []string{

@@ -98,7 +98,7 @@ func attrs(s attribute.Set) string {
 	var kv []string
 	for it := s.Iter(); it.Next(); {
 		a := it.Attribute()
-		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		kv = append(kv, string(a.Key)+"="+a.Value.String())
 	}
 	slices.Sort(kv)
 	return "{" + strings.Join(kv, ",") + "}"

@@ -45,7 +45,7 @@ func call(t *testing.T, tel *telemetry, srv *retrytest.Server, p retry.Policy) (
 func resendCount(s sdktrace.ReadOnlySpan) string {
 	for _, a := range s.Attributes() {
 		if a.Key == "http.request.resend_count" {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return "absent"

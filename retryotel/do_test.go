@@ -201,3 +201,31 @@ func TestGlobalProviderByDefault(t *testing.T) {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
+
+func TestConcurrentCalls(t *testing.T) {
+	tel := newTelemetry(t)
+	ft := retrytest.NewFakeTime()
+	p := retryotel.Instrument(retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: time.Second}, tel.config())
+	const calls = 50
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			ctx, span := tel.tp.Tracer("test").Start(context.Background(), "caller")
+			defer span.End()
+			_, err := retry.Do(ctx, p, script(unavailable))
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		"retry.client.call.retries{} count=50 sum=50",
+		"retry.client.call.retry_delay{} count=50 sum=50",
+	}
+	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}

@@ -114,3 +114,34 @@ var ok = roundTripFunc(func(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 })
+
+// logTelemetry logs every span and metric point recorded, otelhttp's
+// included, as text: `go test -v -run TestTransportSpanPerAttemptAndMetrics`
+// prints what docs/observability.md shows.
+func (tel *telemetry) logTelemetry(t testing.TB) {
+	t.Helper()
+	for _, s := range tel.spans.Ended() {
+		var kv []string
+		for _, a := range s.Attributes() {
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
+		}
+		t.Logf("span %q kind=%s span=%s parent=%s", s.Name(), s.SpanKind(), s.SpanContext().SpanID(), s.Parent().SpanID())
+		if len(kv) > 0 {
+			t.Logf("    attributes: %s", strings.Join(kv, " "))
+		}
+		for _, e := range s.Events() {
+			t.Logf("    event %s", e.Name+attrs(attribute.NewSet(e.Attributes...)))
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			for _, line := range metricLines(m) {
+				t.Logf("metric %s (unit %s, scope %s)", line, m.Unit, sm.Scope.Name)
+			}
+		}
+	}
+}

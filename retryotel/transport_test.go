@@ -78,6 +78,9 @@ func TestTransportSpanPerAttemptAndMetrics(t *testing.T) {
 	p := retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: 100 * time.Millisecond}
 
 	status, caller := call(t, tel, srv, p)
+	if testing.Verbose() {
+		defer tel.logTelemetry(t)
+	}
 
 	if status != http.StatusOK {
 		t.Fatalf("status = %d, want 200", status)
@@ -138,6 +141,9 @@ func TestTransportGiveUpOnDeadline(t *testing.T) {
 	p := retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: time.Second, Deadline: 1500 * time.Millisecond}
 
 	status, caller := call(t, tel, srv, p)
+	if testing.Verbose() {
+		defer tel.logTelemetry(t)
+	}
 
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("status = %d, want the last response's 503", status)

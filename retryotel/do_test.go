@@ -3,6 +3,8 @@ package retryotel_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -179,16 +181,16 @@ func TestNoCallerSpanNoEvents(t *testing.T) {
 	}
 }
 
-// TestGlobalProviderByDefault runs alone (no t.Parallel): it installs the
-// global MeterProvider, after Instrument, as a program does when it builds
-// its clients before its telemetry.
+// TestGlobalProviderByDefault runs alone (no t.Parallel): it installs a
+// global MeterProvider. (That the global provider delegates to one
+// installed later is otel's own promise, kept once per process.)
 func TestGlobalProviderByDefault(t *testing.T) {
 	tel := newTelemetry(t)
-	ft := retrytest.NewFakeTime()
-	p := retryotel.Instrument(retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: time.Second}, retryotel.Config{})
 	prev := otel.GetMeterProvider()
 	otel.SetMeterProvider(tel.mp)
 	t.Cleanup(func() { otel.SetMeterProvider(prev) })
+	ft := retrytest.NewFakeTime()
+	p := retryotel.Instrument(retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: time.Second}, retryotel.Config{})
 
 	if _, err := retry.Do(context.Background(), p, script(unavailable)); err != nil {
 		t.Fatal(err)
@@ -204,15 +206,19 @@ func TestGlobalProviderByDefault(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	tel := newTelemetry(t)
-	ft := retrytest.NewFakeTime()
-	p := retryotel.Instrument(retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, Base: time.Second}, tel.config())
+	p := retryotel.Instrument(retry.Policy{Base: time.Second}, tel.config())
 	const calls = 50
 	errs := make(chan error, calls)
 	for range calls {
 		go func() {
+			// A fake clock each: a shared one would count the sleeps of
+			// other calls in each call's Outcome.Slept.
+			ft := retrytest.NewFakeTime()
+			q := p
+			q.Clock, q.Sleep, q.Rand = ft.Clock, ft.Sleep, ft.Rand
 			ctx, span := tel.tp.Tracer("test").Start(context.Background(), "caller")
 			defer span.End()
-			_, err := retry.Do(ctx, p, script(unavailable))
+			_, err := retry.Do(ctx, q, script(unavailable))
 			errs <- err
 		}()
 	}
@@ -227,5 +233,32 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+func TestOddRequests(t *testing.T) {
+	tests := []struct {
+		name string
+		req  *http.Request
+		want string
+	}{
+		{name: "no URL", req: &http.Request{Method: "GET"}, want: "{http.request.method=GET}"},
+		{name: "no host", req: &http.Request{Method: "PUT", URL: &url.URL{Path: "/x"}}, want: "{http.request.method=PUT}"},
+		{name: "IPv6 with port", req: &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "[::1]:8080"}}, want: "{http.request.method=GET,server.address=::1}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tel := newTelemetry(t)
+			p := retryotel.Instrument(retry.Policy{}, tel.config())
+			p.OnDone(retry.Outcome{Attempts: 1, Request: tt.req, Context: context.Background()})
+			want := []string{
+				"retry.client.call.retries" + tt.want + " count=1 sum=0",
+				"retry.client.call.retry_delay" + tt.want + " count=1 sum=0",
+			}
+			if diff := cmp.Diff(want, tel.points(t)); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

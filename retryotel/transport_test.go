@@ -2,6 +2,7 @@ package retryotel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -246,5 +247,43 @@ func TestNewTransportMethodAttribute(t *testing.T) {
 				t.Errorf("metrics (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRecipeKeepsDialErrorsRetryable: a POST that never reached the server
+// is retried by retry.Transport; otelhttp between them must not hide the
+// dial error that proves it.
+func TestRecipeKeepsDialErrorsRetryable(t *testing.T) {
+	tel := newTelemetry(t)
+	srv := retrytest.NewServer(t)
+	addr := srv.URL
+	srv.Close() // nothing listens there any more: every dial is refused
+	ft := retrytest.NewFakeTime()
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	rt := retryotel.NewTransport(base, retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand, MaxAttempts: 3}, tel.config())
+	req, err := http.NewRequest(http.MethodPost, addr+"/v1/chat", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.RoundTrip(req)
+	var rerr *retry.Error
+	if !errors.As(err, &rerr) || rerr.Reason != retry.ReasonMaxAttempts || rerr.Attempts != 3 {
+		t.Fatalf("RoundTrip error = %v, want a *retry.Error after 3 attempts (max_attempts)", err)
+	}
+	var counts []string
+	for _, s := range attemptSpans(tel) {
+		counts = append(counts, resendCount(s))
+	}
+	if diff := cmp.Diff([]string{"absent", "1", "2"}, counts); diff != "" {
+		t.Errorf("resend counts (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"retry.client.call.give_ups{error.type=*net.OpError,http.request.method=POST,retry.reason=max_attempts,server.address=127.0.0.1} value=1",
+		"retry.client.call.retries{error.type=*net.OpError,http.request.method=POST,server.address=127.0.0.1} count=1 sum=2",
+		"retry.client.call.retry_delay{error.type=*net.OpError,http.request.method=POST,server.address=127.0.0.1} count=1 sum=1.5",
+	}
+	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }

@@ -55,6 +55,18 @@ func TestDo(t *testing.T) {
 			},
 		},
 		{
+			name:   "server's Retry-After sets the delay",
+			policy: func(ft *retrytest.FakeTime) retry.Policy { return retry.Policy{Base: time.Second} },
+			fn:     script(&retry.StatusError{StatusCode: 429, RetryAfter: 5 * time.Second}),
+			wantEvents: []string{
+				"retry{error.type=429,retry.attempt=1,retry.delay=5,retry.from_retry_after=true}",
+			},
+			wantPoints: []string{
+				"retry.client.call.retries{} count=1 sum=1",
+				"retry.client.call.retry_delay{} count=1 sum=5",
+			},
+		},
+		{
 			name: "give up on deadline",
 			policy: func(ft *retrytest.FakeTime) retry.Policy {
 				return retry.Policy{Base: time.Second, Deadline: 2 * time.Second}

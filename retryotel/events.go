@@ -1,0 +1,57 @@
+package retryotel
+
+import (
+	"github.com/retrykit/retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The span events written on the caller's span, and their attributes.
+const (
+	eventRetry  = "retry"
+	eventGiveUp = "retry.give_up"
+
+	keyAttempt        = attribute.Key("retry.attempt")
+	keyAttempts       = attribute.Key("retry.attempts")
+	keyDelay          = attribute.Key("retry.delay")
+	keyFromRetryAfter = attribute.Key("retry.from_retry_after")
+)
+
+// retryEvent adds a "retry" event to the caller's span: which attempt
+// failed, why, and how long the call sleeps before the next. The attempt's
+// own span has ended by then, and the sleep belongs to the call, not to
+// either attempt, so the caller's span is the one that can tell it.
+func retryEvent(ev retry.Event) {
+	if ev.Context == nil {
+		return
+	}
+	span := trace.SpanFromContext(ev.Context)
+	if !span.IsRecording() {
+		return
+	}
+	kv := [4]attribute.KeyValue{
+		keyAttempt.Int(ev.Attempt),
+		keyDelay.Float64(ev.Delay.Seconds()),
+		keyFromRetryAfter.Bool(ev.FromRetryAfter),
+		keyErrorType.String(errorType(ev.Err)),
+	}
+	span.AddEvent(eventRetry, trace.WithAttributes(kv[:]...))
+}
+
+// giveUpEvent adds a "retry.give_up" event to the caller's span when the
+// call stopped retrying without success.
+func giveUpEvent(o retry.Outcome) {
+	if o.Reason == "" || o.Context == nil {
+		return
+	}
+	span := trace.SpanFromContext(o.Context)
+	if !span.IsRecording() {
+		return
+	}
+	var buf [3]attribute.KeyValue
+	kv := append(buf[:0], keyReason.String(string(o.Reason)), keyAttempts.Int(o.Attempts))
+	if o.Err != nil {
+		kv = append(kv, keyErrorType.String(errorType(o.Err)))
+	}
+	span.AddEvent(eventGiveUp, trace.WithAttributes(kv...))
+}

@@ -93,7 +93,8 @@ func TestAttemptStopTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newAttempt(context.Background(), time.Millisecond)
+			// Long enough that stopTimeout comes first even on a loaded machine.
+			c := newAttempt(context.Background(), 200*time.Millisecond)
 			defer c.release()
 			var done <-chan struct{}
 			if tt.watch {

@@ -215,7 +215,8 @@ func TestAttemptCtxTimeout(t *testing.T) {
 func TestAttemptCtxStopTimeout(t *testing.T) {
 	t.Parallel()
 	for _, watch := range []bool{false, true} {
-		a := newAttempt(context.Background(), 10*time.Millisecond)
+		// Long enough that stopTimeout comes first even on a loaded machine.
+		a := newAttempt(context.Background(), 100*time.Millisecond)
 		var done <-chan struct{}
 		if watch {
 			done = a.Done()
@@ -223,7 +224,7 @@ func TestAttemptCtxStopTimeout(t *testing.T) {
 		if !a.stopTimeout() {
 			t.Fatal("stopTimeout() = false on a live attempt")
 		}
-		time.Sleep(100 * time.Millisecond) // ten times the switched-off timeout
+		time.Sleep(250 * time.Millisecond) // well past the switched-off timeout
 		checkErr(t, a, nil)
 		if done == nil {
 			done = a.Done()

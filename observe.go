@@ -37,6 +37,11 @@ type Outcome struct {
 	// whenever it returned a response, whatever its status.
 	Err error
 
+	// Last is the last retryable error the call met, if any: the
+	// *StatusError of the response a Transport hands back when it gives up
+	// on a retryable status, with Err nil.
+	Last error
+
 	Request *http.Request   // the Transport's request; nil for Do
 	Context context.Context // the caller's context
 }
@@ -45,7 +50,7 @@ type Outcome struct {
 // err. req is the Transport's request, or nil.
 func (l *loop) done(req *http.Request, err error) error {
 	if l.p.OnDone != nil {
-		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Err: err,
+		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Err: err, Last: l.last,
 			Request: req, Context: l.ctx})
 	}
 	return err

@@ -126,7 +126,14 @@ func TestOnDone(t *testing.T) {
 			if got.Err != err {
 				t.Errorf("Outcome.Err = %v, want what Do returned: %v", got.Err, err)
 			}
-			got.Context, got.Err, tt.want.Err = nil, nil, nil
+			if wantLast := tt.errs[0]; len(tt.errs) > 1 || tt.want.Reason != "" || tt.cancel {
+				if got.Last != wantLast {
+					t.Errorf("Outcome.Last = %v, want the last retryable error %v", got.Last, wantLast)
+				}
+			} else if got.Last != nil {
+				t.Errorf("Outcome.Last = %v, want nil: no error was retried", got.Last)
+			}
+			got.Context, got.Err, got.Last, tt.want.Err = nil, nil, nil, nil
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Outcome (-want +got):\n%s", diff)
 			}

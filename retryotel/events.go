@@ -50,8 +50,8 @@ func giveUpEvent(o retry.Outcome) {
 	}
 	var buf [3]attribute.KeyValue
 	kv := append(buf[:0], keyReason.String(string(o.Reason)), keyAttempts.Int(o.Attempts))
-	if o.Err != nil {
-		kv = append(kv, keyErrorType.String(errorType(o.Err)))
+	if err := outcomeErr(o); err != nil {
+		kv = append(kv, keyErrorType.String(errorType(err)))
 	}
 	span.AddEvent(eventGiveUp, trace.WithAttributes(kv...))
 }

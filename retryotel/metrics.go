@@ -138,8 +138,8 @@ func callAttributes(kv []attribute.KeyValue, o retry.Outcome) []attribute.KeyVal
 		}
 		kv = append(kv, keyMethod.String(method(r.Method)))
 	}
-	if o.Err != nil {
-		kv = append(kv, keyErrorType.String(errorType(o.Err)))
+	if err := outcomeErr(o); err != nil {
+		kv = append(kv, keyErrorType.String(errorType(err)))
 	}
 	return kv
 }
@@ -156,6 +156,16 @@ func method(m string) string {
 		return m
 	}
 	return "_OTHER"
+}
+
+// outcomeErr is the error a call ended with: what it returned or, for a
+// Transport that gave up on a retryable status and handed the response
+// back, that status.
+func outcomeErr(o retry.Outcome) error {
+	if o.Err == nil && o.Reason != "" {
+		return o.Last
+	}
+	return o.Err
 }
 
 // errorType names the kind of error a call failed with, in few enough

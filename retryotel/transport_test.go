@@ -154,15 +154,15 @@ func TestTransportGiveUpOnDeadline(t *testing.T) {
 	}
 	wantEvents := []string{
 		"retry{error.type=503,retry.attempt=1,retry.delay=1,retry.from_retry_after=false}",
-		"retry.give_up{retry.attempts=2,retry.reason=deadline}",
+		"retry.give_up{error.type=503,retry.attempts=2,retry.reason=deadline}",
 	}
 	if diff := cmp.Diff(wantEvents, events(caller)); diff != "" {
 		t.Errorf("caller's span events (-want +got):\n%s", diff)
 	}
 	wantPoints := []string{
-		"retry.client.call.give_ups{http.request.method=GET,retry.reason=deadline,server.address=127.0.0.1} value=1",
-		"retry.client.call.retries{http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
-		"retry.client.call.retry_delay{http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
+		"retry.client.call.give_ups{error.type=503,http.request.method=GET,retry.reason=deadline,server.address=127.0.0.1} value=1",
+		"retry.client.call.retries{error.type=503,http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
+		"retry.client.call.retry_delay{error.type=503,http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
 	}
 	if diff := cmp.Diff(wantPoints, tel.points(t)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

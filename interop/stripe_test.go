@@ -1,0 +1,189 @@
+package interop_test
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stripe/stripe-go/v82"
+)
+
+// newStripeClient returns a stripe-go client that sends through r to
+// proxy, with the SDK's own retries off.
+func newStripeClient(r *retrier, proxy *faultProxy) *stripe.Client {
+	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient:        r.client(),
+		URL:               stripe.String(proxy.URL),
+		MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return stripe.NewClient("sk_test_123", stripe.WithBackends(backends))
+}
+
+// isCustomerCreate matches what the stripe tests script: creates.
+func isCustomerCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/v1/customers"
+}
+
+func TestStripeCreateSurvives(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		script     []fault
+		wantSleeps []time.Duration
+		wantFaults []string
+	}{{
+		name:       "503",
+		script:     []fault{status(503, `{"error":{"type":"api_error"}}`)},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"status 503", "forward"},
+	}, {
+		name:       "429 with Retry-After",
+		script:     []fault{status(429, `{"error":{"type":"rate_limit_error"}}`, "Retry-After", "3")},
+		wantSleeps: []time.Duration{3 * time.Second},
+		wantFaults: []string{"status 429", "forward"},
+	}, {
+		name:       "reset before processing",
+		script:     []fault{{ResetBefore: true}},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"reset before", "forward"},
+	}, {
+		// The server created the customer, but the answer was lost: only
+		// the same Idempotency-Key lets Stripe answer the second send with
+		// the first one's result.
+		name:       "reset after processing",
+		script:     []fault{{ResetAfter: true}},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"reset after", "forward"},
+	}, {
+		name:       "503 then reset then 429",
+		script:     []fault{status(503, ""), {ResetBefore: true}, status(429, "", "Retry-After", "1")},
+		wantSleeps: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second},
+		wantFaults: []string{"status 503", "reset before", "status 429", "forward"},
+	}, {
+		name:       "409 with Stripe-Should-Retry: true",
+		script:     []fault{status(409, `{"error":{"type":"idempotency_error"}}`, "Stripe-Should-Retry", "true")},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"status 409", "forward"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			proxy := newFaultProxy(t, stripeMockProxy(t), false, tt.script...)
+			proxy.match = isCustomerCreate
+			r := newRetrier(t, plainTransport())
+			sc := newStripeClient(r, proxy)
+
+			c, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{
+				Email: stripe.String("jenny@example.com"),
+				Name:  stripe.String("Jenny Rosen"),
+			})
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			if c.ID == "" || c.Object != "customer" {
+				t.Errorf("Create returned %+v, want a customer", c)
+			}
+			got := proxy.Received()
+			if diff := cmp.Diff(tt.wantFaults, faults(got)); diff != "" {
+				t.Errorf("sends (-want +got):\n%s", diff)
+			}
+			sameKeyAndBody(t, got)
+			if diff := cmp.Diff(tt.wantSleeps, r.ft.Sleeps()); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStripeShouldRetryFalseStops(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+	}{
+		{name: "500", status: 500},
+		{name: "503", status: 503},
+		{name: "429", status: 429},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			proxy := newFaultProxy(t, stripeMockProxy(t), false,
+				status(tt.status, `{"error":{"type":"api_error","message":"replayed"}}`, "Stripe-Should-Retry", "false"))
+			proxy.match = isCustomerCreate
+			r := newRetrier(t, plainTransport())
+			sc := newStripeClient(r, proxy)
+
+			_, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{Email: stripe.String("a@example.com")})
+			var se *stripe.Error
+			if !errors.As(err, &se) || se.HTTPStatusCode != tt.status {
+				t.Fatalf("Create error = %v, want a *stripe.Error with status %d", err, tt.status)
+			}
+			got := proxy.Received()
+			if diff := cmp.Diff([]string{"status " + strconv.Itoa(tt.status)}, faults(got)); diff != "" {
+				t.Errorf("sends (-want +got):\n%s", diff)
+			}
+			if len(got) > 0 && got[0].Header.Get("Idempotency-Key") == "" {
+				t.Error("the create carried no Idempotency-Key: the case tests nothing")
+			}
+			if n := r.retries(); n != 0 {
+				t.Errorf("OnRetry called %d times, want 0", n)
+			}
+		})
+	}
+}
+
+// TestStripeConflictWithoutHeaderIsFinal pins the status rule: a 409
+// without Stripe-Should-Retry is a 4xx like any other, handed back at
+// once. (stripe-go's own retrier would retry it.)
+func TestStripeConflictWithoutHeaderIsFinal(t *testing.T) {
+	t.Parallel()
+	proxy := newFaultProxy(t, stripeMockProxy(t), false,
+		status(409, `{"error":{"type":"idempotency_error"}}`))
+	proxy.match = isCustomerCreate
+	r := newRetrier(t, plainTransport())
+	sc := newStripeClient(r, proxy)
+	_, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{Email: stripe.String("a@example.com")})
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.HTTPStatusCode != 409 {
+		t.Fatalf("Create error = %v, want a *stripe.Error with status 409", err)
+	}
+	if n := len(proxy.Received()); n != 1 {
+		t.Errorf("server saw %d sends, want 1", n)
+	}
+}
+
+// faults lists what the proxy did with each send.
+func faults(got []received) []string {
+	var s []string
+	for _, g := range got {
+		s = append(s, g.Fault)
+	}
+	return s
+}
+
+// sameKeyAndBody checks that every send carried the first one's
+// Idempotency-Key (not empty) and body, whole.
+func sameKeyAndBody(t *testing.T, got []received) {
+	t.Helper()
+	if len(got) == 0 {
+		t.Fatal("the server saw no send")
+	}
+	key := got[0].Header.Get("Idempotency-Key")
+	if key == "" {
+		t.Error("the first send carried no Idempotency-Key")
+	}
+	for i, g := range got {
+		if k := g.Header.Get("Idempotency-Key"); k != key {
+			t.Errorf("send %d: Idempotency-Key %q, want %q", i+1, k, key)
+		}
+		if !g.Complete || !bytes.Equal(g.Body, got[0].Body) {
+			t.Errorf("send %d: body %q (complete %v), want %q", i+1, g.Body, g.Complete, got[0].Body)
+		}
+	}
+}

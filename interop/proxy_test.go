@@ -70,7 +70,7 @@ type received struct {
 type faultProxy struct {
 	*httptest.Server
 	backend http.Handler
-	match   func(*http.Request) bool         // nil: every request
+	match   func(*http.Request) bool          // nil: every request
 	check   func(*http.Request, []byte) error // nil: none; run on every matching request
 
 	mu     sync.Mutex // protects the fields below

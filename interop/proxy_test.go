@@ -70,8 +70,8 @@ type received struct {
 type faultProxy struct {
 	*httptest.Server
 	backend http.Handler
-	match   func(*http.Request) bool          // nil: every request
-	check   func(*http.Request, []byte) error // nil: none; run on every matching request
+	match   func(*http.Request) bool                                // nil: every request
+	check   func(r *http.Request, body []byte, complete bool) error // nil: none; run on every matching request
 
 	mu     sync.Mutex // protects the fields below
 	script []fault
@@ -124,7 +124,7 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		rec.Complete = err == nil && (r.ContentLength < 0 || int64(len(rec.Body)) == r.ContentLength)
 	}
 	if p.check != nil {
-		rec.CheckErr = p.check(r, rec.Body)
+		rec.CheckErr = p.check(r, rec.Body, rec.Complete)
 	}
 	switch {
 	case err != nil:

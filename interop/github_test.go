@@ -187,7 +187,9 @@ func TestGitHubRateLimits(t *testing.T) {
 		{name: "secondary 429 Retry-After an hour, POST", method: "POST", script: secondary(429, "3600"), wantErr: isAbuseError},
 		// Every other 403 is final.
 		{name: "plain 403, GET", method: "GET", wantErr: isStatus(403),
-			script: func(time.Time) []fault { return []fault{status(403, `{"message":"Resource not accessible by integration"}`)} }},
+			script: func(time.Time) []fault {
+				return []fault{status(403, `{"message":"Resource not accessible by integration"}`)}
+			}},
 		{name: "403 with requests left, GET", method: "GET", wantErr: isStatus(403),
 			script: func(now time.Time) []fault {
 				f := rateLimited(403, now, 2*time.Second)

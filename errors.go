@@ -61,32 +61,17 @@ func statusText(code int) string {
 	return http.StatusText(code)
 }
 
-// retryable applies the status rule of [IsRetryable], with the response's
-// x-should-retry header, when present, taking precedence.
+// retryable applies the status rule of [IsRetryable]: the server's own
+// word (x-should-retry, Stripe-Should-Retry), when present, takes
+// precedence; a 403 is retried only when it is a rate limit.
 func (e *StatusError) retryable() bool {
 	if v, ok := e.shouldRetry(); ok {
 		return v
 	}
+	if e.StatusCode == http.StatusForbidden {
+		return e.rateLimited()
+	}
 	return retryableStatus(e.StatusCode)
-}
-
-// shouldRetry reads the x-should-retry header that OpenAI and Anthropic send
-// to say whether a request may be retried, whatever its status.
-func (e *StatusError) shouldRetry() (v, ok bool) {
-	if e.Response == nil {
-		return false, false
-	}
-	vs := e.Response.Header["X-Should-Retry"] // canonical: no Get, no key copy
-	if len(vs) == 0 {
-		return false, false
-	}
-	switch vs[0] {
-	case "true":
-		return true, true
-	case "false":
-		return false, true
-	}
-	return false, false
 }
 
 // retryableStatus: 408, 429 and 5xx, except 501 Not Implemented and 505 HTTP
@@ -148,8 +133,18 @@ func (e *Error) Unwrap() error { return e.Err }
 // ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF], an
 // HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
-// other than 501 and 505. A response header x-should-retry: true or false, as
-// OpenAI and Anthropic send, overrides the status rule.
+// other than 501 and 505, or a 403 that is a rate limit. A response header
+// x-should-retry (sent by OpenAI and Anthropic) or Stripe-Should-Retry
+// (Stripe), true or false, overrides the status rule; when the two
+// disagree, false wins.
+//
+// A 403 is a rate limit, as GitHub sends them, when its response (read
+// through StatusError.Response) has a valid Retry-After or retry-after-ms
+// header, 0 included, or x-ratelimit-remaining: 0, or when the StatusError
+// carries a RetryAfter hint. Every other 403 is final. The Transport takes
+// the time until x-ratelimit-reset (Unix seconds) as the RetryAfter of a
+// 403 or 429 whose limit is spent and that has no valid Retry-After or
+// retry-after-ms.
 //
 // Any [io.EOF] counts as a dropped connection: net/http reports a server
 // that closed a reused connection that way, and the error keeps no trace of

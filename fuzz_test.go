@@ -4,10 +4,12 @@ import (
 	"math"
 	"math/big"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
 
 func FuzzParseRetryAfter(f *testing.F) {
@@ -120,3 +122,87 @@ func FuzzBackoff(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRateLimitHint sends one request through a Transport whose base
+// answers every attempt with status and the fuzzed hint headers: whatever
+// they hold, nothing panics, the Transport never sleeps past the Deadline,
+// sends at most MaxAttempts times, and a plain 403 is never retried.
+func FuzzRateLimitHint(f *testing.F) {
+	reset := func(d time.Duration) string {
+		return strconv.FormatInt(raNow.Add(d).Unix(), 10)
+	}
+	seeds := []struct {
+		status                   int
+		ra, ms, remaining, reset string
+	}{
+		{status: 429, remaining: "0", reset: reset(2 * time.Second)},
+		{status: 403, remaining: "0", reset: reset(time.Hour)},
+		{status: 403, remaining: "0", reset: reset(-time.Hour)},
+		{status: 403, ra: "0"},
+		{status: 403, ms: "0"},
+		{status: 403, ra: "Thu, 01 Jan 2026 00:00:30 GMT"},
+		{status: 429, ra: "1", remaining: "0", reset: reset(time.Minute)},
+		{status: 429, remaining: "0", reset: "-1"},
+		{status: 429, remaining: "0", reset: "1e9"},
+		{status: 429, remaining: "0", reset: "9223372036854775807"},
+		{status: 429, remaining: "0", reset: "99999999999999999999999"},
+		{status: 429, remaining: "0", reset: "253402300799"},
+		{status: 429, remaining: "0", reset: "253402300800"},
+		{status: 429, remaining: "00", reset: " 1767225602 "},
+		{status: 403, remaining: "-0", reset: reset(time.Second)},
+		{status: 403},
+		{status: 503, remaining: "0", reset: reset(time.Second)},
+	}
+	for _, s := range seeds {
+		f.Add(s.status, s.ra, s.ms, s.remaining, s.reset)
+	}
+	f.Fuzz(func(t *testing.T, status int, ra, ms, remaining, reset string) {
+		if status < 400 || status > 599 {
+			status = 400 + (status%200+200)%200
+		}
+		h := http.Header{}
+		for k, v := range map[string]string{"Retry-After": ra, "Retry-After-Ms": ms,
+			"X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": reset} {
+			if v != "" {
+				h.Set(k, v)
+			}
+		}
+		se := &retry.StatusError{StatusCode: status, Response: &http.Response{StatusCode: status, Header: h}}
+		retryable := retry.IsRetryable(se)
+		if status == http.StatusForbidden && ra == "" && ms == "" && remaining == "" && retryable {
+			t.Fatalf("IsRetryable(plain 403) = true")
+		}
+
+		ft := retrytest.NewFakeTime() // its clock starts at raNow
+		const deadline = time.Minute
+		sends := 0
+		tr := &retry.Transport{
+			Base: baseFunc(func(req *http.Request) (*http.Response, error) {
+				sends++
+				return &http.Response{StatusCode: status, Header: h.Clone(),
+					Body: http.NoBody, Request: req}, nil
+			}),
+			Policy: retry.Policy{MaxAttempts: 4, Deadline: deadline,
+				Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand},
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if sends > 4 {
+			t.Fatalf("%d sends, want at most 4", sends)
+		}
+		if !retryable && sends != 1 {
+			t.Fatalf("not retryable, yet %d sends", sends)
+		}
+		if slept := ft.Slept(); slept >= deadline {
+			t.Fatalf("slept %v, past the %v Deadline", slept, deadline)
+		}
+	})
+}
+
+// baseFunc is a base RoundTripper made of a function.
+type baseFunc func(*http.Request) (*http.Response, error)
+
+func (f baseFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

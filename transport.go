@@ -27,8 +27,8 @@ import (
 // Only what may run twice runs twice: GET, HEAD, OPTIONS, TRACE, PUT and
 // DELETE; other methods, such as POST, only with an Idempotency-Key or
 // X-Idempotency-Key header, or after a failure that proves the server did
-// not process the request (a 429, an error while connecting, or an
-// x-should-retry: true header). A request whose body cannot be rewound
+// not process the request (a 429 or a rate-limit 403, an error while
+// connecting, or an x-should-retry or Stripe-Should-Retry: true header). A request whose body cannot be rewound
 // through GetBody is sent once. The caller's request is never modified.
 //
 // Discarded responses are drained (at most 64 KiB) and closed, so their
@@ -213,9 +213,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		se = new(StatusError)
 	}
 	*se = StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
-	if hasRetryAfter(resp.Header) { // spares a clock reading
-		se.RetryAfter, _ = ParseRetryAfter(resp.Header, l.p.now())
-	}
+	se.RetryAfter = statusHint(resp, &l.p)
 	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
@@ -255,11 +253,6 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 	return nil, false, nil
 }
 
-// hasRetryAfter reports whether h holds a header ParseRetryAfter reads.
-func hasRetryAfter(h http.Header) bool {
-	return len(h["Retry-After-Ms"]) > 0 || len(h["Retry-After"]) > 0
-}
-
 // errPeekTimedOut is the error of an attempt whose timeout fired while the
 // start of its error body was being read for Policy.Retryable.
 var errPeekTimedOut = errors.New("retry: attempt timed out reading the error body")
@@ -288,7 +281,7 @@ func (t *Transport) replayable(req *http.Request) bool {
 	if t.Replayable != nil {
 		return t.Replayable(req)
 	}
-	return idempotent(req)
+	return Idempotent(req)
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -296,18 +289,6 @@ func (t *Transport) base() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return t.Base
-}
-
-// idempotent reports whether req may be sent again after a failure the
-// server may have processed: its method is idempotent (RFC 9110, section
-// 9.2.2), or it carries an idempotency key.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return hasKey(req.Header)
 }
 
 // hasKey reports an Idempotency-Key or X-Idempotency-Key header. A key
@@ -349,10 +330,11 @@ func (w *connWatch) failedConnecting() bool {
 }
 
 // notProcessed reports a status response that proves the request did not
-// take effect, or that the server says may be sent again: a 429, or an
-// x-should-retry: true header.
+// take effect, or that the server says may be sent again: a 429, a 403
+// that is a rate limit, or an x-should-retry or Stripe-Should-Retry: true
+// header.
 func notProcessed(se *StatusError) bool {
-	if se.StatusCode == http.StatusTooManyRequests {
+	if se.StatusCode == http.StatusTooManyRequests || se.rateLimited() {
 		return true
 	}
 	v, ok := se.shouldRetry()

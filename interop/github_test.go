@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +22,10 @@ import (
 // repository octo/hello and creating an issue in it. It counts the issues
 // it created. Safe for concurrent use.
 type fakeGitHub struct {
-	mu     sync.Mutex // protects issues
-	issues []string   // the titles of the issues created, in order
+	mu      sync.Mutex // protects the fields below
+	issues  []string   // the titles of the issues created, in order
+	commits int        // the commits made by PUT /contents/
+	stars   int        // the PUTs that starred the repository
 }
 
 func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,6 +50,20 @@ func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"number": n, "title": req.Title})
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/repos/octo/hello/contents/"):
+		// Every PUT of a file makes a commit, though PUT is idempotent
+		// by its method.
+		g.mu.Lock()
+		g.commits++
+		n := g.commits
+		g.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"commit": map[string]any{"sha": fmt.Sprintf("c%039d", n)}})
+	case r.Method == http.MethodPut && r.URL.Path == "/user/starred/octo/hello":
+		g.mu.Lock()
+		g.stars++
+		g.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"message":"Not Found"}`))
@@ -78,12 +96,12 @@ type githubEnv struct {
 }
 
 // newGitHubEnv builds the servers and the client; script applies to the
-// two endpoints of the fake, and is built by a function of the fake
-// clock's now, so that x-ratelimit-reset can be set relative to it.
-func newGitHubEnv(t *testing.T, script func(now time.Time) []fault) *githubEnv {
+// requests match accepts (nil: all), and is built by a function of the
+// fake clock's now, so that x-ratelimit-reset can be set relative to it.
+func newGitHubEnv(t *testing.T, match func(*http.Request) bool, script func(now time.Time) []fault) *githubEnv {
 	t.Helper()
 	e := &githubEnv{fake: new(fakeGitHub), r: newRetrier(t, plainTransport())}
-	e.proxy = newFaultProxy(t, e.fake, false, script(e.r.ft.Clock.Now())...)
+	e.proxy = newFaultProxy(t, e.fake, proxyOpts{Match: match}, script(e.r.ft.Clock.Now())...)
 	e.client = github.NewClient(e.r.client())
 	base, err := url.Parse(e.proxy.URL + "/")
 	if err != nil {
@@ -201,7 +219,7 @@ func TestGitHubRateLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newGitHubEnv(t, tt.script)
+			e := newGitHubEnv(t, nil, tt.script)
 			err := e.call(t, tt.method)
 			got := e.proxy.Received()
 			wantSends := 1
@@ -261,7 +279,7 @@ func TestGitHubPostNotDuplicated(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newGitHubEnv(t, func(time.Time) []fault { return []fault{tt.fault} })
+			e := newGitHubEnv(t, nil, func(time.Time) []fault { return []fault{tt.fault} })
 			err := e.call(t, tt.method)
 			if (err != nil) != tt.wantFailure {
 				t.Fatalf("call error = %v, want failure %v", err, tt.wantFailure)
@@ -297,5 +315,83 @@ func isStatus(code int) func(error) bool {
 	return func(err error) bool {
 		var e *github.ErrorResponse
 		return errors.As(err, &e) && e.Response != nil && e.Response.StatusCode == code
+	}
+}
+
+// counts returns the fake's commits and stars.
+func (g *fakeGitHub) counts() (commits, stars int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.commits, g.stars
+}
+
+// TestGitHubReplayableExcludesContents: GitHub's PUT /contents/ makes a
+// commit on every send, so a Transport.Replayable excludes it and defers
+// to retry.Idempotent for everything else, such as starring, whose PUT
+// is idempotent in practice too.
+func TestGitHubReplayableExcludesContents(t *testing.T) {
+	t.Parallel()
+	noContents := func(r *http.Request) bool {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/contents/") {
+			return false
+		}
+		return retry.Idempotent(r)
+	}
+	createFile := func(t *testing.T, c *github.Client) error {
+		_, _, err := c.Repositories.CreateFile(t.Context(), "octo", "hello", "README.md",
+			&github.RepositoryContentFileOptions{Message: github.Ptr("docs"), Content: []byte("# hello\n")})
+		return err
+	}
+	star := func(t *testing.T, c *github.Client) error {
+		_, err := c.Activity.Star(t.Context(), "octo", "hello")
+		return err
+	}
+	tests := []struct {
+		name        string
+		replayable  func(*http.Request) bool
+		call        func(*testing.T, *github.Client) error
+		fault       fault
+		wantSends   int
+		wantCommits int
+		wantStars   int
+		wantFailure bool
+	}{
+		// The default rule retries every PUT: the file is committed twice.
+		{name: "default rule, contents, reset after processing", call: createFile,
+			fault: fault{ResetAfter: true}, wantSends: 2, wantCommits: 2},
+		{name: "excluded, contents, reset after processing", replayable: noContents, call: createFile,
+			fault: fault{ResetAfter: true}, wantSends: 1, wantCommits: 1, wantFailure: true},
+		{name: "excluded, contents, 502", replayable: noContents, call: createFile,
+			fault: status(502, `{"message":"Server Error"}`), wantSends: 1, wantFailure: true},
+		// A rate limit proves nothing was done, whatever Replayable says.
+		{name: "excluded, contents, 429", replayable: noContents, call: createFile,
+			fault: status(429, secondaryLimitBody, "Retry-After", "1"), wantSends: 2, wantCommits: 1},
+		{name: "excluded, star, reset after processing", replayable: noContents, call: star,
+			fault: fault{ResetAfter: true}, wantSends: 2, wantStars: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			isPut := func(r *http.Request) bool { return r.Method == http.MethodPut }
+			e := newGitHubEnv(t, isPut, func(time.Time) []fault { return []fault{tt.fault} })
+			e.r.Replayable = tt.replayable
+			err := tt.call(t, e.client)
+			if (err != nil) != tt.wantFailure {
+				t.Fatalf("call error = %v, want failure %v", err, tt.wantFailure)
+			}
+			got := e.proxy.Received()
+			if len(got) != tt.wantSends {
+				t.Errorf("server saw %d sends (%v), want %d", len(got), faults(got), tt.wantSends)
+			}
+			for i, g := range got {
+				if !bytes.Equal(g.Body, got[0].Body) {
+					t.Errorf("send %d: body %q, want the first send's %q", i+1, g.Body, got[0].Body)
+				}
+			}
+			commits, stars := e.fake.counts()
+			if diff := cmp.Diff([]int{tt.wantCommits, tt.wantStars}, []int{commits, stars}); diff != "" {
+				t.Errorf("commits and stars (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

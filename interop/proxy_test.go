@@ -70,22 +70,28 @@ type received struct {
 type faultProxy struct {
 	*httptest.Server
 	backend http.Handler
-	match   func(*http.Request) bool                                // nil: every request
-	check   func(r *http.Request, body []byte, complete bool) error // nil: none; run on every matching request
+	match   func(*http.Request) bool
+	check   func(r *http.Request, body []byte, complete bool) error
 
 	mu     sync.Mutex // protects the fields below
 	script []fault
 	got    []received
 }
 
-// newFaultProxy starts a faultProxy in front of backend, over TLS when tls
-// is set (HTTP/1.1 only, so that resets reach the TCP connection), and
-// closes it when the test ends.
-func newFaultProxy(t *testing.T, backend http.Handler, tls bool, script ...fault) *faultProxy {
+// proxyOpts configures a faultProxy.
+type proxyOpts struct {
+	TLS   bool                                                    // serve HTTPS (HTTP/1.1 only, so that resets reach the TCP connection)
+	Match func(*http.Request) bool                                // which requests the script applies to; nil: all
+	Check func(r *http.Request, body []byte, complete bool) error // run on every matching request; nil: none
+}
+
+// newFaultProxy starts a faultProxy in front of backend and closes it when
+// the test ends.
+func newFaultProxy(t *testing.T, backend http.Handler, o proxyOpts, script ...fault) *faultProxy {
 	t.Helper()
-	p := &faultProxy{backend: backend, script: script}
+	p := &faultProxy{backend: backend, script: script, match: o.Match, check: o.Check}
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
-	if tls {
+	if o.TLS {
 		p.StartTLS()
 	} else {
 		p.Start()

@@ -42,9 +42,7 @@ func newS3Env(t *testing.T, tls bool, match func(*http.Request) bool, script ...
 		t.Fatal(err)
 	}
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
-	proxy := newFaultProxy(t, faker.Server(), tls, script...)
-	proxy.match = match
-	proxy.check = checkSigV4
+	proxy := newFaultProxy(t, faker.Server(), proxyOpts{TLS: tls, Match: match, Check: checkSigV4}, script...)
 
 	base := plainTransport()
 	if tls {
@@ -289,6 +287,31 @@ func TestS3PutObjectWithoutReplayBufferIsSentOnce(t *testing.T) {
 	}
 	if n := len(e.proxy.Received()); n != 1 {
 		t.Errorf("server saw %d sends, want 1", n)
+	}
+	if s := e.r.ft.Sleeps(); len(s) != 0 {
+		t.Errorf("slept %v, want no sleep", s)
+	}
+	e.checkSignatures(t)
+}
+
+// TestS3PutObjectPastReplayBufferIsSentOnce: a body longer than
+// ReplayBuffer cannot be sent again once the base has read past the limit.
+func TestS3PutObjectPastReplayBufferIsSentOnce(t *testing.T) {
+	t.Parallel()
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	e := newS3Env(t, true, objectPath("big"), status(503, "<Error><Code>SlowDown</Code></Error>"))
+	setReplayBuffer(t, e.r.Transport, 1<<20)
+	_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
+		Bucket: aws.String(s3Bucket), Key: aws.String("big"),
+		Body: unseekable{bytes.NewReader(payload)}, ContentLength: aws.Int64(int64(len(payload))),
+	})
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 503 {
+		t.Fatalf("PutObject error = %v, want the 503", err)
+	}
+	got := e.proxy.Received()
+	if len(got) != 1 || !got[0].Complete {
+		t.Errorf("server saw %v, want one full send", faults(got))
 	}
 	if s := e.r.ft.Sleeps(); len(s) != 0 {
 		t.Errorf("slept %v, want no sleep", s)

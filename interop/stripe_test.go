@@ -42,6 +42,13 @@ func TestStripeCreateSurvives(t *testing.T) {
 		wantSleeps: []time.Duration{500 * time.Millisecond},
 		wantFaults: []string{"status 503", "forward"},
 	}, {
+		// A keyed create may be sent again after a failure the server
+		// may have processed: the key makes the second send harmless.
+		name:       "keyed 500",
+		script:     []fault{status(500, `{"error":{"type":"api_error"}}`)},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"status 500", "forward"},
+	}, {
 		name:       "429 with Retry-After",
 		script:     []fault{status(429, `{"error":{"type":"rate_limit_error"}}`, "Retry-After", "3")},
 		wantSleeps: []time.Duration{3 * time.Second},
@@ -73,8 +80,7 @@ func TestStripeCreateSurvives(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			proxy := newFaultProxy(t, stripeMockProxy(t), false, tt.script...)
-			proxy.match = isCustomerCreate
+			proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate}, tt.script...)
 			r := newRetrier(t, plainTransport())
 			sc := newStripeClient(r, proxy)
 
@@ -113,9 +119,8 @@ func TestStripeShouldRetryFalseStops(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			proxy := newFaultProxy(t, stripeMockProxy(t), false,
+			proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate},
 				status(tt.status, `{"error":{"type":"api_error","message":"replayed"}}`, "Stripe-Should-Retry", "false"))
-			proxy.match = isCustomerCreate
 			r := newRetrier(t, plainTransport())
 			sc := newStripeClient(r, proxy)
 
@@ -143,9 +148,8 @@ func TestStripeShouldRetryFalseStops(t *testing.T) {
 // once. (stripe-go's own retrier would retry it.)
 func TestStripeConflictWithoutHeaderIsFinal(t *testing.T) {
 	t.Parallel()
-	proxy := newFaultProxy(t, stripeMockProxy(t), false,
+	proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate},
 		status(409, `{"error":{"type":"idempotency_error"}}`))
-	proxy.match = isCustomerCreate
 	r := newRetrier(t, plainTransport())
 	sc := newStripeClient(r, proxy)
 	_, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{Email: stripe.String("a@example.com")})

@@ -28,8 +28,9 @@ import (
 // DELETE; other methods, such as POST, only with an Idempotency-Key or
 // X-Idempotency-Key header, or after a failure that proves the server did
 // not process the request (a 429 or a rate-limit 403, an error while
-// connecting, or an x-should-retry or Stripe-Should-Retry: true header). A request whose body cannot be rewound
-// through GetBody is sent once. The caller's request is never modified.
+// connecting, or an x-should-retry or Stripe-Should-Retry: true header).
+// A request whose body cannot be rewound through GetBody is sent once,
+// unless ReplayBuffer keeps it. The caller's request is never modified.
 //
 // Discarded responses are drained (at most 64 KiB) and closed, so their
 // connections are reused. The attempt timeout ends when the response headers
@@ -71,6 +72,16 @@ type Transport struct {
 	// long stream that keeps delivering, such as server-sent events. Zero
 	// means no limit.
 	BodyIdleTimeout time.Duration
+
+	// ReplayBuffer, when positive, lets a request whose body has no
+	// GetBody (an upload from a file or a pipe, or an SDK's body) be sent
+	// again: the Transport keeps the bytes the base reads of it, up to this
+	// many, never reading ahead. The next attempt sends the kept bytes,
+	// then goes on with the original body where the last attempt stopped.
+	// Once a body passes the limit, it is not sent again. A body with
+	// GetBody is never copied. Zero means such a body is sent once; a
+	// negative value is a configuration error.
+	ReplayBuffer int64
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -95,6 +106,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if c.x != nil {
 				c.x.ctx.release()
 			}
+			c.rb.end(resp == nil)
 			return resp, err
 		}
 	}
@@ -111,6 +123,7 @@ type call struct {
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
 	reuse  bool          // an attempt that ends without cancelling may be followed on its exchange
+	rb     *replayBody   // keeps a body without GetBody for the next attempt; nil if none
 	x      *exchange     // kept for the next attempt; released if none follows
 	spare  *StatusError  // the error of a status retried, which no caller has seen: reusable
 }
@@ -121,11 +134,17 @@ func (c *call) init() error {
 		return fmt.Errorf("%w: BodyIdleTimeout is %v; it must not be negative",
 			ErrInvalidPolicy, c.t.BodyIdleTimeout)
 	}
+	if c.t.ReplayBuffer < 0 {
+		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
+	}
 	if err := c.l.init(c.req.Context(), &c.t.Policy); err != nil {
 		return err
 	}
 	c.base = c.t.base()
 	c.rewind = rewindable(c.req)
+	if c.rb = newReplay(c.req, c.t.ReplayBuffer); c.rb != nil {
+		c.body, c.rewind = c.rb.start(), true
+	}
 	var keyed bool
 	c.header, keyed = c.t.addKey(c.req)
 	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
@@ -160,7 +179,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		areq = &x.req
 	} else {
 		if c.l.attempt > 1 {
-			if c.body, err = nextBody(c.req); err != nil {
+			if c.body, err = c.rb.nextBody(c.req); err != nil {
 				return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
 					c.l.attempt, err, c.l.last)
 			}
@@ -197,7 +216,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 // failed ends an attempt that returned err; resend says whether the
 // request may be sent again after it.
 func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
-	if err := c.l.failed(err, c.rewind && resend && c.l.retryable(err)); err != nil {
+	if err := c.l.failed(err, c.rewind && c.rb.replayable() && resend && c.l.retryable(err)); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -214,7 +233,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 	}
 	*se = StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
 	se.RetryAfter = statusHint(resp, &l.p)
-	if !c.rewind || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
+	if !c.rewind || !c.rb.replayable() || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	if l.p.Retryable != nil { // custom judges may read the body; the default never does

@@ -1,0 +1,511 @@
+package retry_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
+)
+
+// trackedBody is a request body without GetBody that counts its Close
+// calls and any Read after the first Close.
+type trackedBody struct {
+	r          io.Reader
+	mu         sync.Mutex
+	closes     int
+	lateReads  int
+	closedOnce chan struct{}
+}
+
+func newTrackedBody(r io.Reader) *trackedBody {
+	return &trackedBody{r: r, closedOnce: make(chan struct{})}
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.closes > 0 {
+		b.lateReads++
+	}
+	b.mu.Unlock()
+	return b.r.Read(p)
+}
+
+func (b *trackedBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closes++
+	if b.closes == 1 {
+		close(b.closedOnce)
+	}
+	return nil
+}
+
+// counts returns the Close calls and the late reads so far.
+func (b *trackedBody) counts() (closes, lateReads int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closes, b.lateReads
+}
+
+// waitClosed waits, with a wide margin, for the first Close, which a base
+// may make from another goroutine after RoundTrip returns.
+func (b *trackedBody) waitClosed(t *testing.T) {
+	t.Helper()
+	select {
+	case <-b.closedOnce:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the original body was never closed")
+	}
+}
+
+// payload is n bytes that differ from one offset to the next.
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// bodyRequest is a request to url whose body has no GetBody; known says
+// whether its ContentLength is set.
+func bodyRequest(t *testing.T, method, url string, body io.ReadCloser, size int, known bool) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1
+	if known {
+		req.ContentLength = int64(size)
+	}
+	if req.GetBody != nil {
+		t.Fatal("the request has GetBody")
+	}
+	return req
+}
+
+// recordingServer answers the first request with first and the rest with
+// 200, recording every request's ContentLength and body.
+type recordingServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	lengths []int64
+	bodies  [][]byte
+}
+
+func newRecordingServer(t *testing.T, first func(w http.ResponseWriter, r *http.Request, body []byte)) *recordingServer {
+	s := &recordingServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.lengths = append(s.lengths, r.ContentLength)
+		s.bodies = append(s.bodies, body)
+		n := len(s.bodies)
+		s.mu.Unlock()
+		if n == 1 && first != nil {
+			first(w, r, body)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *recordingServer) received() ([]int64, [][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int64(nil), s.lengths...), append([][]byte(nil), s.bodies...)
+}
+
+func fail503(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+func replayPolicy() retry.Policy {
+	ft := retrytest.NewFakeTime()
+	return retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand}
+}
+
+func TestReplayBufferResendsBodyWithoutGetBody(t *testing.T) {
+	t.Parallel()
+	const size = 200 << 10
+	tests := []struct {
+		name       string
+		method     string
+		buffer     int64
+		known      bool
+		wantStatus int
+		wantSends  int
+	}{
+		{name: "known length", method: http.MethodPut, buffer: 1 << 20, known: true, wantStatus: 200, wantSends: 2},
+		{name: "unknown length", method: http.MethodPut, buffer: 1 << 20, wantStatus: 200, wantSends: 2},
+		{name: "exactly the limit", method: http.MethodPut, buffer: size, known: true, wantStatus: 200, wantSends: 2},
+		{name: "zero keeps sending once", method: http.MethodPut, buffer: 0, known: true, wantStatus: 503, wantSends: 1},
+		{name: "past the limit is sent once", method: http.MethodPut, buffer: size - 1, wantStatus: 503, wantSends: 1},
+		{name: "a bare POST after a 503 is not re-sent", method: http.MethodPost, buffer: 1 << 20, known: true,
+			wantStatus: 503, wantSends: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newRecordingServer(t, fail503)
+			want := payload(size)
+			body := newTrackedBody(bytes.NewReader(want))
+			tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: tt.buffer}
+			resp, err := tr.RoundTrip(bodyRequest(t, tt.method, srv.URL, body, size, tt.known))
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+			body.waitClosed(t)
+			lengths, bodies := srv.received()
+			if len(bodies) != tt.wantSends {
+				t.Fatalf("sends = %d, want %d", len(bodies), tt.wantSends)
+			}
+			wantLength := int64(-1)
+			if tt.known {
+				wantLength = size
+			}
+			for i := range bodies {
+				if !bytes.Equal(bodies[i], want) {
+					t.Errorf("send %d: body of %d bytes differs from the %d sent", i+1, len(bodies[i]), size)
+				}
+				if lengths[i] != wantLength {
+					t.Errorf("send %d: ContentLength = %d, want %d", i+1, lengths[i], wantLength)
+				}
+			}
+			if closes, late := body.counts(); closes != 1 || late != 0 {
+				t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+			}
+		})
+	}
+}
+
+func TestReplayBufferAfterUploadReset(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	srv := retrytest.NewServer(t, retrytest.Step{ResetRequestAfter: size / 3}, retrytest.Status(200))
+	want := payload(size)
+	body := newTrackedBody(bytes.NewReader(want))
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 2 << 20}
+	resp, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, srv.URL, body, size, true))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	got := srv.Received()
+	if len(got) != 2 {
+		t.Fatalf("sends = %d, want 2", len(got))
+	}
+	if !bytes.Equal(got[1].Body, want) {
+		t.Errorf("the second send carried %d bytes that differ from the %d of the body", len(got[1].Body), size)
+	}
+	if !bytes.Equal(got[0].Body, want[:len(got[0].Body)]) {
+		t.Error("the first send's bytes are not the body's start")
+	}
+	body.waitClosed(t)
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}
+
+func TestReplayBufferNegativeIsInvalid(t *testing.T) {
+	t.Parallel()
+	var sends atomic.Int32
+	body := newTrackedBody(strings.NewReader("x"))
+	tr := &retry.Transport{ReplayBuffer: -1, Base: baseFunc(func(*http.Request) (*http.Response, error) {
+		sends.Add(1)
+		return nil, errors.New("unreachable")
+	})}
+	_, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, "http://example.test/", body, 1, true))
+	if !errors.Is(err, retry.ErrInvalidPolicy) {
+		t.Errorf("err = %v, want ErrInvalidPolicy", err)
+	}
+	if sends.Load() != 0 {
+		t.Errorf("%d sends, want none", sends.Load())
+	}
+	if closes, _ := body.counts(); closes != 1 {
+		t.Errorf("body closed %d times, want 1", closes)
+	}
+}
+
+func TestReplayBufferNeverCopiesABodyWithGetBody(t *testing.T) {
+	t.Parallel()
+	req, err := http.NewRequest(http.MethodPut, "http://example.test/", strings.NewReader("abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := req.Body
+	var bodies []io.ReadCloser
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			bodies = append(bodies, r.Body)
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+		})}
+	tr.Policy.MaxAttempts = 2
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != 2 || bodies[0] != orig {
+		t.Errorf("the first attempt sent %T, not the request's own body", bodies[0])
+	}
+}
+
+// hostileBase is one attempt of a base RoundTripper in a scripted
+// misbehaviour; it returns the bytes it read.
+type hostileBase func(r *http.Request) ([]byte, *http.Response, error)
+
+func TestReplayBufferHostileBases(t *testing.T) {
+	t.Parallel()
+	const size = 100 << 10
+	readAll := func(r *http.Request) ([]byte, *http.Response, error) {
+		b, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return b, nil, err
+		}
+		return b, &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	}
+	tests := []struct {
+		name  string
+		first hostileBase
+	}{
+		{name: "reads part, then fails", first: func(r *http.Request) ([]byte, *http.Response, error) {
+			b := make([]byte, 3000)
+			n, _ := io.ReadFull(r.Body, b)
+			r.Body.Close()
+			return b[:n], nil, syscall.ECONNRESET
+		}},
+		{name: "never reads", first: func(r *http.Request) ([]byte, *http.Response, error) {
+			r.Body.Close()
+			return nil, &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+		}},
+		{name: "reads in one-byte steps, then answers 503", first: func(r *http.Request) ([]byte, *http.Response, error) {
+			var got []byte
+			b := make([]byte, 1)
+			for range 777 {
+				n, _ := r.Body.Read(b)
+				got = append(got, b[:n]...)
+			}
+			r.Body.Close()
+			return got, &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+		}},
+		{name: "closes late, from another goroutine", first: func(r *http.Request) ([]byte, *http.Response, error) {
+			b := make([]byte, 5000)
+			n, _ := io.ReadFull(r.Body, b)
+			done := make(chan struct{})
+			go func() { defer close(done); r.Body.Close() }()
+			<-done
+			return b[:n], nil, io.ErrUnexpectedEOF
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			want := payload(size)
+			body := newTrackedBody(bytes.NewReader(want))
+			var got [][]byte
+			var lengths []int64
+			tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+				Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+					lengths = append(lengths, r.ContentLength)
+					step := readAll
+					if len(got) == 0 {
+						step = tt.first
+					}
+					b, resp, err := step(r)
+					got = append(got, b)
+					return resp, err
+				})}
+			resp, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, "http://example.test/", body, size, true))
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			if resp.StatusCode != 200 || len(got) != 2 {
+				t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, len(got))
+			}
+			if !bytes.Equal(got[0], want[:len(got[0])]) || !bytes.Equal(got[1], want) {
+				t.Errorf("attempts read %d and %d bytes, not the body's", len(got[0]), len(got[1]))
+			}
+			if diff := cmp.Diff([]int64{size, size}, lengths); diff != "" {
+				t.Errorf("ContentLength (-want +got):\n%s", diff)
+			}
+			if closes, late := body.counts(); closes != 1 || late != 0 {
+				t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+			}
+		})
+	}
+}
+
+// errReader returns its bytes, then err.
+type errReader struct {
+	b   []byte
+	err error
+}
+
+func (r *errReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+func TestReplayBufferBodyReadErrorIsNotRetried(t *testing.T) {
+	t.Parallel()
+	errDisk := errors.New("disk failed")
+	body := newTrackedBody(&errReader{b: payload(10 << 10), err: errDisk})
+	var attempts int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			_, err := io.ReadAll(r.Body)
+			r.Body.Close()
+			// A base that reports the body's failure as a retryable one.
+			return nil, fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, err)
+		})}
+	_, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, "http://example.test/", body, 0, false))
+	if !errors.Is(err, errDisk) {
+		t.Errorf("err = %v, want the body's error", err)
+	}
+	if attempts != 1 {
+		t.Errorf("%d attempts, want 1: the body fails the same way every time", attempts)
+	}
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}
+
+// TestReplayBufferStaleReader plays net/http's writer goroutine, which may
+// go on reading an attempt's body after RoundTrip returned: here it waits
+// in a read of a pipe while the next attempt begins. The next attempt must
+// neither block on it nor lose the bytes it took.
+func TestReplayBufferStaleReader(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe()
+	body := newTrackedBody(pr)
+	want := payload(64 << 10)
+	staleDone := make(chan error, 1)
+	var attempts atomic.Int32
+	var got []byte
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			if attempts.Add(1) == 1 {
+				started := make(chan struct{})
+				go func() { // the stale writer
+					close(started)
+					_, err := io.Copy(io.Discard, r.Body)
+					staleDone <- err
+				}()
+				<-started
+				return nil, syscall.ECONNRESET
+			}
+			go func() { // data arrives only now
+				_, _ = pw.Write(want)
+				_ = pw.Close()
+			}()
+			b, err := io.ReadAll(r.Body)
+			r.Body.Close()
+			got = b
+			if err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})}
+	req := bodyRequest(t, http.MethodPut, "http://example.test/", body, 0, false)
+	done := make(chan struct{})
+	var resp *http.Response
+	var err error
+	go func() { defer close(done); resp, err = tr.RoundTrip(req) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip blocked behind the stale reader")
+	}
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	if resp.StatusCode != 200 || !bytes.Equal(got, want) {
+		t.Errorf("status %d, second attempt read %d bytes, want 200 and the %d written", resp.StatusCode, len(got), len(want))
+	}
+	select {
+	case err := <-staleDone:
+		if err == nil {
+			t.Error("the stale reader read the body to its end, want an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stale reader never returned")
+	}
+	body.waitClosed(t)
+}
+
+func TestReplayBufferConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		id := r.Header.Get("X-Id")
+		mu.Lock()
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		switch {
+		case err != nil:
+			w.WriteHeader(http.StatusBadRequest)
+		case n == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case !bytes.Equal(b, payload(len(b))) || len(b) != 50<<10:
+			w.WriteHeader(http.StatusBadRequest)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	defer srv.Close()
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			body := newTrackedBody(bytes.NewReader(payload(50 << 10)))
+			req := bodyRequest(t, http.MethodPut, srv.URL, body, 50<<10, i%2 == 0)
+			req = req.WithContext(context.Background())
+			req.Header.Set("X-Id", fmt.Sprint(i))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs <- fmt.Errorf("request %d: status %d", i, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -20,6 +20,11 @@ type fault struct {
 	Header http.Header
 	Body   string
 
+	// Early answers Status before reading any of the request body, as a
+	// server that refuses an upload at its headers does. A client that
+	// sent Expect: 100-continue then never sends the body.
+	Early bool
+
 	// ResetBefore reads the whole request body, then drops the connection
 	// with a TCP reset without forwarding: the request was not processed.
 	ResetBefore bool
@@ -122,7 +127,9 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 
 	rec := received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()}
 	var err error
-	if f.ResetAt > 0 {
+	if f.Early {
+		// Nothing read: the body stays in the client, or on the wire.
+	} else if f.ResetAt > 0 {
 		rec.Body, err = io.ReadAll(io.LimitReader(r.Body, f.ResetAt))
 		rec.Complete = false
 	} else {
@@ -141,6 +148,8 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		rec.Fault = "reset before"
 	case f.ResetAfter:
 		rec.Fault = "reset after"
+	case f.Early:
+		rec.Fault = "early status " + strconv.Itoa(f.Status)
 	case f.Status != 0:
 		rec.Fault = "status " + strconv.Itoa(f.Status)
 	default:

@@ -395,3 +395,62 @@ func TestGitHubReplayableExcludesContents(t *testing.T) {
 		})
 	}
 }
+
+// TestGitHubRetriesRunOut: when every attempt is rate limited, the last
+// response reaches go-github, body unread, and becomes its error.
+func TestGitHubRetriesRunOut(t *testing.T) {
+	t.Parallel()
+	limited := status(429, secondaryLimitBody, "Retry-After", "1")
+	e := newGitHubEnv(t, nil, func(time.Time) []fault {
+		return []fault{limited, limited, limited, limited, limited, {}}
+	})
+	err := e.call(t, http.MethodPost)
+	var ae *github.AbuseRateLimitError
+	if !errors.As(err, &ae) || ae.GetRetryAfter() != time.Second {
+		t.Fatalf("call error = %v, want go-github's AbuseRateLimitError with RetryAfter 1s", err)
+	}
+	if n := len(e.proxy.Received()); n != retry.DefaultMaxAttempts {
+		t.Errorf("server saw %d sends, want %d", n, retry.DefaultMaxAttempts)
+	}
+	want := []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second}
+	if diff := cmp.Diff(want, e.r.ft.Sleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+	if n := e.fake.created(); n != 0 {
+		t.Errorf("the fake created %d issues, want 0", n)
+	}
+}
+
+// TestGitHubHostileReset: whatever x-ratelimit-reset says, the client
+// never sleeps past the Deadline, and a rate limit stays retryable.
+func TestGitHubHostileReset(t *testing.T) {
+	t.Parallel()
+	resets := []string{"", "soon", "-5", "1.5e9", "99999999999999999999", "9223372036854775807",
+		"-9223372036854775808", "0x10", " 1767225602", "1767225602, 1767225603"}
+	for _, reset := range resets {
+		t.Run(reset, func(t *testing.T) {
+			t.Parallel()
+			e := newGitHubEnv(t, nil, func(now time.Time) []fault {
+				f := rateLimited(403, now, 0)
+				f.Header["X-Ratelimit-Reset"] = []string{reset}
+				return []fault{f}
+			})
+			err := e.call(t, http.MethodGet)
+			if slept := e.r.ft.Slept(); slept >= retry.DefaultDeadline {
+				t.Errorf("slept %v, past the Deadline", slept)
+			}
+			sends := len(e.proxy.Received())
+			t.Logf("%d sends, sleeps %v, error %v", sends, e.r.ft.Sleeps(), err)
+			switch {
+			case err == nil && sends == 2:
+			case isRateLimitError(err) && sends == 1:
+				// A reset read as too far away: handed back at once.
+				if s := e.r.ft.Sleeps(); len(s) != 0 {
+					t.Errorf("handed back after sleeping %v", s)
+				}
+			default:
+				t.Errorf("call error = %v after %d sends, want success after 2 or the rate limit after 1", err, sends)
+			}
+		})
+	}
+}

@@ -111,16 +111,22 @@ func TestStripeShouldRetryFalseStops(t *testing.T) {
 	tests := []struct {
 		name   string
 		status int
+		header []string
 	}{
-		{name: "500", status: 500},
-		{name: "503", status: 503},
-		{name: "429", status: 429},
+		{name: "500", status: 500, header: []string{"Stripe-Should-Retry", "false"}},
+		{name: "503", status: 503, header: []string{"Stripe-Should-Retry", "false"}},
+		{name: "429", status: 429, header: []string{"Stripe-Should-Retry", "false"}},
+		// When the two headers disagree, false wins.
+		{name: "409 told true and false", status: 409,
+			header: []string{"Stripe-Should-Retry", "true", "X-Should-Retry", "false"}},
+		{name: "503 told false and true", status: 503,
+			header: []string{"Stripe-Should-Retry", "false", "X-Should-Retry", "true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate},
-				status(tt.status, `{"error":{"type":"api_error","message":"replayed"}}`, "Stripe-Should-Retry", "false"))
+				status(tt.status, `{"error":{"type":"api_error","message":"replayed"}}`, tt.header...))
 			r := newRetrier(t, plainTransport())
 			sc := newStripeClient(r, proxy)
 

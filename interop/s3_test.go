@@ -10,7 +10,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -358,5 +360,66 @@ func TestS3PutObjectEarlyAnswerMidStream(t *testing.T) {
 	defer obj.Contents.Close()
 	if stored, _ := io.ReadAll(obj.Contents); !bytes.Equal(stored, payload) {
 		t.Errorf("stored %d bytes that differ from the %d sent", len(stored), len(payload))
+	}
+}
+
+// TestS3ConcurrentUploads shares one client, and so one Transport, among
+// goroutines whose uploads meet 503s, early answers and resets in
+// whatever order they arrive.
+func TestS3ConcurrentUploads(t *testing.T) {
+	t.Parallel()
+	const uploads, size = 8, 384 << 10
+	early := status(503, "<Error><Code>SlowDown</Code></Error>")
+	early.Early = true
+	var script []fault
+	for range uploads / 2 {
+		script = append(script, status(503, ""), fault{ResetAt: 100 << 10}, early)
+	}
+	isObject := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/"+s3Bucket+"/up-") }
+	e := newS3Env(t, true, isObject, script...)
+	e.r.ReplayBuffer = size
+	e.r.Policy.MaxAttempts = 2 * uploads // every fault may land on one upload
+
+	payloads := make(map[string][]byte)
+	for i := range uploads {
+		p := make([]byte, size)
+		rng := rand.NewChaCha8([32]byte{byte(i)})
+		_, _ = rng.Read(p)
+		payloads["up-"+strconv.Itoa(i)] = p
+	}
+	var wg sync.WaitGroup
+	for key, p := range payloads {
+		wg.Go(func() {
+			_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
+				Bucket: aws.String(s3Bucket), Key: aws.String(key),
+				Body: unseekable{bytes.NewReader(p)}, ContentLength: aws.Int64(size),
+			})
+			if err != nil {
+				t.Errorf("PutObject %s: %v", key, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, g := range e.proxy.Received() {
+		p := payloads[strings.TrimPrefix(g.Path, "/"+s3Bucket+"/")]
+		switch {
+		case g.Complete && !bytes.Equal(g.Body, p):
+			t.Errorf("send %d (%s): a full body that differs from its payload", i+1, g.Path)
+		case !g.Complete && !bytes.HasPrefix(p, g.Body):
+			t.Errorf("send %d (%s): a cut body that is not its payload's start", i+1, g.Path)
+		}
+	}
+	e.checkSignatures(t)
+	for key, p := range payloads {
+		obj, err := e.backend.GetObject(s3Bucket, key, nil)
+		if err != nil {
+			t.Errorf("%s was not stored: %v", key, err)
+			continue
+		}
+		stored, _ := io.ReadAll(obj.Contents)
+		obj.Contents.Close()
+		if !bytes.Equal(stored, p) {
+			t.Errorf("%s: stored %d bytes that differ from the payload", key, len(stored))
+		}
 	}
 }

@@ -17,11 +17,14 @@ import (
 
 const (
 	// minReplayChunk and maxReplayChunk bound the chunks a replayBody keeps
-	// bytes in. A new chunk is an eighth of what is kept, so an unknown
-	// length wastes at most about an eighth; a known one is never exceeded.
-	// Chunks, unlike one growing slice, are never copied as they grow.
-	minReplayChunk = 4 << 10
+	// bytes in; chunks, unlike one growing slice, are never copied as they
+	// grow. A new chunk is a quarter of what is kept when the length is
+	// known, since the last chunk is cut to fit it, and an eighth when it is
+	// not, so that at most about an eighth is wasted. Sizes are multiples of
+	// replayPage, which the Go allocator serves without rounding up.
+	minReplayChunk = 8 << 10
 	maxReplayChunk = 4 << 20
+	replayPage     = 8 << 10
 )
 
 var (
@@ -51,10 +54,10 @@ type replayBody struct {
 	// the bytes reach the kept chunks in order, but never by next, Close or
 	// end: a read that blocks must not block the call.
 	mu       sync.Mutex
-	chunks   [][]byte // the kept bytes; every chunk full but the last
-	first    [4][]byte
-	consumed int64 // bytes read from src
-	srcErr   error // src's last error, io.EOF included; read again by every view
+	chunks   [][]byte  // the kept bytes; every chunk full but the last
+	first    [8][]byte // the first chunks' headers, saving small allocations
+	consumed int64     // bytes read from src
+	srcErr   error     // src's last error, io.EOF included; read again by every view
 
 	closeMu sync.Mutex // protects ended; never held during a read
 	ended   bool       // the call returned
@@ -140,7 +143,7 @@ func (rb *replayBody) keep(b []byte) {
 	kept := rb.consumed - int64(len(b))
 	if int64(len(b)) > rb.limit-kept {
 		rb.over.Store(true)
-		rb.chunks, rb.first = nil, [4][]byte{} // let the memory go
+		rb.chunks, rb.first = nil, [8][]byte{} // let the memory go
 		return
 	}
 	for len(b) > 0 {
@@ -156,11 +159,16 @@ func (rb *replayBody) keep(b []byte) {
 	}
 }
 
-// chunkSize is the capacity of a new chunk after kept bytes: an eighth of
-// them, within the chunk bounds, and never past the limit or a known
-// length.
+// chunkSize is the capacity of a new chunk after kept bytes (see
+// minReplayChunk), never past the limit or a known length.
 func (rb *replayBody) chunkSize(kept int64) int {
-	n := min(max(kept/8, minReplayChunk), maxReplayChunk, rb.limit-kept)
+	grow := kept / 8
+	if rb.size > kept {
+		grow = kept / 4
+	}
+	n := min(max(grow, minReplayChunk), maxReplayChunk)
+	n = (n + replayPage - 1) / replayPage * replayPage
+	n = min(n, rb.limit-kept)
 	if rb.size > kept {
 		n = min(n, rb.size-kept)
 	}

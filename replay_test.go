@@ -509,3 +509,55 @@ func TestReplayBufferConcurrentCalls(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReplayBufferEarlyAnswer: the server answers 503 before reading the
+// upload, so net/http may still be sending the first attempt's body while
+// the second begins, over HTTP/1.1 and HTTP/2.
+func TestReplayBufferEarlyAnswer(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			t.Parallel()
+			var sends atomic.Int32
+			var mu sync.Mutex
+			var last []byte
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if sends.Add(1) == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable) // the body unread
+					return
+				}
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				last = b
+				mu.Unlock()
+				w.WriteHeader(http.StatusOK)
+			}))
+			srv.EnableHTTP2 = h2
+			if h2 {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			want := payload(size)
+			body := newTrackedBody(bytes.NewReader(want))
+			tr := &retry.Transport{Base: srv.Client().Transport, Policy: replayPolicy(), ReplayBuffer: 2 << 20}
+			resp, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, srv.URL, body, size, true))
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != 200 || sends.Load() != 2 || !bytes.Equal(last, want) {
+				t.Errorf("status %d after %d sends, last body %d bytes; want 200 after 2 with the %d of the body",
+					resp.StatusCode, sends.Load(), len(last), size)
+			}
+			body.waitClosed(t)
+			if closes, late := body.counts(); closes != 1 || late != 0 {
+				t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+			}
+		})
+	}
+}

@@ -18,7 +18,7 @@ import (
 func TestAttemptErrNeverBeforeDone(t *testing.T) {
 	t.Parallel()
 	for i := 0; i < 5000; i++ {
-		c := newAttempt(context.Background(), 0, hang)
+		c := newAttempt(context.Background(), hang)
 		d := c.Done() // watched
 		go c.release()
 		for c.Err() == nil {
@@ -66,7 +66,7 @@ func TestAttemptUnlimitedTimeout(t *testing.T) {
 // through an API makes them, leave nothing registered with it.
 func TestAttemptForgetsCancelledChildren(t *testing.T) {
 	t.Parallel()
-	c := newAttempt(context.Background(), 0, hang)
+	c := newAttempt(context.Background(), hang)
 	defer c.release()
 	for range 10000 {
 		_, cancel := context.WithCancel(c)
@@ -74,10 +74,8 @@ func TestAttemptForgetsCancelledChildren(t *testing.T) {
 	}
 	c.mu.Lock()
 	n := 0
-	if c.ext != nil {
-		for a := c.ext.more; a != nil; a = a.next {
-			n++
-		}
+	for a := c.more; a != nil; a = a.next {
+		n++
 	}
 	c.mu.Unlock()
 	if n > 0 {
@@ -92,7 +90,7 @@ func TestAttemptStress(t *testing.T) {
 	t.Parallel()
 	for i := 0; i < 1000; i++ {
 		parent, pcancel := context.WithCancel(context.Background())
-		c := newAttempt(parent, 0, time.Duration(rand.IntN(200))*time.Microsecond)
+		c := newAttempt(parent, time.Duration(rand.IntN(200))*time.Microsecond)
 		var wg sync.WaitGroup
 		var kmu sync.Mutex
 		var kids []context.Context
@@ -125,19 +123,14 @@ func TestAttemptStress(t *testing.T) {
 				}
 			}()
 		}
-		detached := rand.IntN(3) == 0 && c.detach()
 		wg.Wait()
-		if detached {
-			pcancel() // a detached attempt ends with its parent only
-		} else {
-			c.release()
-		}
+		c.release()
 		if !closedWithin(c.Done(), hang) || c.Err() == nil {
-			t.Fatalf("round %d: the attempt did not end (detached %v, state %b)", i, detached, c.state.Load())
+			t.Fatalf("round %d: the attempt did not end", i)
 		}
 		for _, k := range kids {
 			if !closedWithin(k.Done(), hang) {
-				t.Fatalf("round %d: a derived context outlived the attempt (detached %v)", i, detached)
+				t.Fatalf("round %d: a derived context outlived the attempt", i)
 			}
 		}
 		for _, stop := range stops {
@@ -147,60 +140,12 @@ func TestAttemptStress(t *testing.T) {
 	}
 }
 
-// TestAttemptRearmStress rearms an attempt that other goroutines keep
-// checking: a late check of an earlier deadline never ends a later attempt.
-func TestAttemptRearmStress(t *testing.T) {
-	t.Parallel()
-	for i := 0; i < 200; i++ {
-		c := newAttempt(context.Background(), 0, time.Duration(rand.IntN(100))*time.Microsecond)
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if rand.IntN(2) == 0 {
-						c.expire()
-					} else {
-						_ = c.Err()
-					}
-					runtime.Gosched()
-				}
-			}()
-		}
-		for r := 0; r < 5; r++ {
-			if !c.stopTimeout() {
-				break // the first, short timeout passed
-			}
-			if !c.rearm(monoNow(), hang) {
-				t.Fatalf("round %d: rearm refused an attempt nothing watched", i)
-			}
-			time.Sleep(50 * time.Microsecond)
-			if err := c.Err(); err != nil {
-				t.Fatalf("round %d.%d: a rearmed attempt ended: %v", i, r, err)
-			}
-		}
-		close(stop)
-		wg.Wait()
-		c.release()
-		if !closedWithin(c.Done(), hang) {
-			t.Fatal("Done not closed after release")
-		}
-	}
-}
-
 // TestAttemptAfterFuncStopRace races registrations, their stops and the
 // end: every function runs exactly once, unless its stop reported true.
 func TestAttemptAfterFuncStopRace(t *testing.T) {
 	t.Parallel()
 	for i := 0; i < 1000; i++ {
-		c := newAttempt(context.Background(), 0, hang)
+		c := newAttempt(context.Background(), hang)
 		if i%2 == 0 {
 			_ = c.Done()
 		}

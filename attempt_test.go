@@ -22,6 +22,14 @@ func waitClosed(t *testing.T, ch <-chan struct{}) {
 	}
 }
 
+// newAttempt starts an attempt context of at most timeout under parent;
+// release it when done.
+func newAttempt(parent context.Context, timeout time.Duration) *attemptCtx {
+	c := new(attemptCtx)
+	c.start(parent, timeout)
+	return c
+}
+
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -43,7 +51,7 @@ func TestAttemptCtxRunning(t *testing.T) {
 	type key struct{}
 	parent := context.WithValue(context.Background(), key{}, "v")
 	before := time.Now()
-	a := newAttempt(parent, 0, time.Hour)
+	a := newAttempt(parent, time.Hour)
 	after := time.Now()
 	defer a.release()
 	checkErr(t, a, nil)
@@ -88,7 +96,7 @@ func TestAttemptCtxDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			before := time.Now()
-			a := newAttempt(tt.parent, 0, time.Hour)
+			a := newAttempt(tt.parent, time.Hour)
 			after := time.Now()
 			defer a.release()
 			if tt.stop && !a.stopTimeout() {
@@ -134,7 +142,7 @@ func TestAttemptCtxParentDone(t *testing.T) {
 			if tt.early {
 				cancel()
 			}
-			a := newAttempt(parent, 0, time.Hour)
+			a := newAttempt(parent, time.Hour)
 			defer a.release()
 			var done <-chan struct{}
 			if tt.done {
@@ -163,7 +171,7 @@ func TestAttemptCtxParentDeadline(t *testing.T) {
 	t.Parallel()
 	parent, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	a := newAttempt(parent, 0, time.Hour)
+	a := newAttempt(parent, time.Hour)
 	defer a.release()
 	waitClosed(t, a.Done())
 	checkErr(t, a, context.DeadlineExceeded)
@@ -177,7 +185,7 @@ func TestAttemptCtxParentDeadline(t *testing.T) {
 func TestAttemptCtxTimeoutAtOnce(t *testing.T) {
 	t.Parallel()
 	for range 1000 {
-		a := newAttempt(context.Background(), 0, time.Nanosecond)
+		a := newAttempt(context.Background(), time.Nanosecond)
 		<-a.Done()
 		if err := a.Err(); err != context.DeadlineExceeded {
 			t.Fatalf("Err() = %v, want context.DeadlineExceeded", err)
@@ -190,7 +198,7 @@ func TestAttemptCtxTimeout(t *testing.T) {
 	t.Parallel()
 	parent, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := newAttempt(parent, 0, 10*time.Millisecond)
+	a := newAttempt(parent, 10*time.Millisecond)
 	waitClosed(t, a.Done())
 	checkErr(t, a, context.DeadlineExceeded)
 	if !a.timedOut() {
@@ -207,7 +215,7 @@ func TestAttemptCtxTimeout(t *testing.T) {
 func TestAttemptCtxStopTimeout(t *testing.T) {
 	t.Parallel()
 	for _, watch := range []bool{false, true} {
-		a := newAttempt(context.Background(), 0, 10*time.Millisecond)
+		a := newAttempt(context.Background(), 10*time.Millisecond)
 		var done <-chan struct{}
 		if watch {
 			done = a.Done()
@@ -235,7 +243,7 @@ func TestAttemptCtxStopTimeout(t *testing.T) {
 func TestAttemptCtxStopTimeoutKeepsParent(t *testing.T) {
 	t.Parallel()
 	parent, cancel := context.WithCancel(context.Background())
-	a := newAttempt(parent, 0, time.Hour)
+	a := newAttempt(parent, time.Hour)
 	defer a.release()
 	done := a.Done()
 	a.stopTimeout()
@@ -246,7 +254,7 @@ func TestAttemptCtxStopTimeoutKeepsParent(t *testing.T) {
 
 func TestAttemptCtxRelease(t *testing.T) {
 	t.Parallel()
-	a := newAttempt(context.Background(), 0, time.Hour)
+	a := newAttempt(context.Background(), time.Hour)
 	done := a.Done()
 	a.release()
 	waitClosed(t, done)
@@ -275,7 +283,7 @@ func TestAttemptCtxChildren(t *testing.T) {
 			t.Parallel()
 			parent, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			a := newAttempt(parent, 0, tt.timeout)
+			a := newAttempt(parent, tt.timeout)
 			defer a.release()
 			child, cancelChild := context.WithCancel(a)
 			defer cancelChild()
@@ -304,7 +312,7 @@ func TestAttemptCtxConcurrent(t *testing.T) {
 	type key struct{}
 	for i := range 40 {
 		parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, i))
-		a := newAttempt(parent, 0, time.Duration(i%4)*time.Millisecond+time.Microsecond)
+		a := newAttempt(parent, time.Duration(i%4)*time.Millisecond+time.Microsecond)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -335,14 +343,14 @@ func TestAttemptCtxConcurrent(t *testing.T) {
 	}
 }
 
-// TestAttemptCtxTimerReuse checks that a pooled timer, once an attempt is
-// over, never cancels a later attempt.
-func TestAttemptCtxTimerReuse(t *testing.T) {
+// TestAttemptCtxTimerNeverEndsALaterAttempt checks that a timer, once its
+// attempt is over, never cancels a later attempt.
+func TestAttemptCtxTimerNeverEndsALaterAttempt(t *testing.T) {
 	t.Parallel()
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
-			a := newAttempt(context.Background(), 0, time.Duration(i%3)*time.Microsecond+time.Microsecond)
+			a := newAttempt(context.Background(), time.Duration(i%3)*time.Microsecond+time.Microsecond)
 			if i%2 == 0 {
 				a.stopTimeout()
 			}
@@ -352,7 +360,7 @@ func TestAttemptCtxTimerReuse(t *testing.T) {
 	wg.Wait()
 	later := make([]*attemptCtx, 20)
 	for i := range later {
-		later[i] = newAttempt(context.Background(), 0, time.Hour)
+		later[i] = newAttempt(context.Background(), time.Hour)
 	}
 	time.Sleep(20 * time.Millisecond)
 	for i, a := range later {
@@ -385,7 +393,7 @@ func TestAttemptCtxNoGoroutineLeft(t *testing.T) {
 		if i%3 == 2 {
 			timeout = time.Millisecond
 		}
-		a := newAttempt(parent, 0, timeout)
+		a := newAttempt(parent, timeout)
 		done := a.Done()
 		child, cancelChild := context.WithCancel(a)
 		switch i % 3 {

@@ -19,21 +19,25 @@ const maxDrain = 64 << 10
 // copy that carries the attempt's context, the context, and the response
 // body it delivers, which the exchange wraps to release the context.
 type exchange struct {
-	req http.Request
-	ctx attemptCtx
-	rc  io.ReadCloser // the delivered body; nil before deliver
+	req  http.Request
+	ctx  attemptCtx
+	rc   io.ReadCloser // the delivered body; nil before deliver
+	done func()        // called once the body is released; may be nil
 }
 
-// start makes x's request the copy of req an attempt sends: body, the
-// header every attempt sends, and x's context under parent.
+// start begins an attempt of req under parent and returns the copy of req
+// it sends: body, the header every attempt sends, and x's context. The
+// copy never carries req.Cancel: the call watches that channel itself and
+// cancels parent, which spares net/http a goroutine per attempt.
 func (x *exchange) start(req *http.Request, parent context.Context, body io.ReadCloser, h http.Header,
-	began int64, timeout time.Duration) *http.Request {
-	x.ctx.init(parent, began, timeout)
+	timeout time.Duration) *http.Request {
+	x.ctx.start(parent, timeout)
 	// WithContext is inlined and its copy stays on the stack: one copy
 	// into x, no allocation of its own.
 	x.req = *req.WithContext(&x.ctx)
 	x.req.Body = body
 	x.req.Header = h
+	x.req.Cancel = nil //lint:ignore SA1019 cleared so that net/http does not watch it (see watchCancel)
 	return &x.req
 }
 
@@ -42,31 +46,53 @@ const maxPeek = 4 << 10
 
 // peek reads up to maxPeek bytes of resp's body, still under the attempt
 // timeout, and puts them back in front of the rest, so the body stays
-// whole for whoever reads it next.
-func (x *exchange) peek(resp *http.Response) []byte {
+// whole for whoever reads it next. It reports false when the attempt ended
+// during the read (its timeout, the Deadline, or the caller's cancel): the
+// body was closed then, and cannot be handed back whole.
+func (x *exchange) peek(resp *http.Response) ([]byte, bool) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		return nil
+		return nil, true
 	}
 	n := int64(maxPeek)
 	if resp.ContentLength >= 0 && resp.ContentLength < n {
 		n = resp.ContentLength
 	}
 	buf := make([]byte, n)
-	k := readFull(resp.Body, buf)
-	resp.Body = &peekedBody{buf: buf[:k], rc: resp.Body} // rare: not worth a field of every exchange
-	return buf[:k:k]
+	stop := x.closeOnEnd(resp.Body)
+	k, err := readFull(resp.Body, buf)
+	// The end may have cut the read (net/http's body fails when the
+	// attempt's context ends) before closeOnEnd had its turn: the attempt's
+	// state decides, not stop.
+	if stopped := stop(); x.ctx.Err() != nil {
+		if stopped {
+			_ = resp.Body.Close()
+		}
+		return nil, false
+	}
+	resp.Body = &peekedBody{buf: buf[:k], err: err, rc: resp.Body}
+	return buf[:k:k], true
+}
+
+// closeOnEnd closes body if the attempt ends while peek or discard reads
+// it, and returns a stop that reports whether it had not. A body that
+// ignores the request's context (an io.Pipe fed by a stuck producer, a
+// proxy reading under a context of its own) would otherwise hold them past
+// the attempt's timeout and past the caller's cancel. Closing is how such a
+// read is ended: the io.ReadCloser contract offers nothing else.
+func (x *exchange) closeOnEnd(body io.Closer) (stop func() bool) {
+	return context.AfterFunc(&x.ctx, func() { _ = body.Close() })
 }
 
 // readFull reads into buf until it is full, the body fails or ends, or
-// maxEmptyReads reads in a row return nothing, and returns how much it read.
-// An error is left for the next read to meet again.
-func readFull(r io.Reader, buf []byte) int {
+// maxEmptyReads reads in a row return nothing. It returns how much it read
+// and the error that ended the reading, if any.
+func readFull(r io.Reader, buf []byte) (int, error) {
 	n := 0
 	for empty := 0; n < len(buf) && empty < maxEmptyReads; {
 		k, err := r.Read(buf[n:])
 		n += k
 		if err != nil {
-			break
+			return n, err
 		}
 		if k == 0 {
 			empty++
@@ -74,13 +100,16 @@ func readFull(r io.Reader, buf []byte) int {
 			empty = 0
 		}
 	}
-	return n
+	return n, nil
 }
 
-// peekedBody replays the bytes peek read, then the rest of the body. An
-// error met while peeking is met again by the next read of the rest.
+// peekedBody replays the bytes peek read, then the error that ended the
+// peek, if any, or else the rest of the body. io.Reader allows a read to
+// return bytes with an error: the error must not be lost, or a body cut
+// short would read as whole.
 type peekedBody struct {
 	buf []byte
+	err error
 	rc  io.ReadCloser
 }
 
@@ -90,6 +119,9 @@ func (b *peekedBody) Read(p []byte) (int, error) {
 		b.buf = b.buf[n:]
 		return n, nil
 	}
+	if b.err != nil {
+		return 0, b.err
+	}
 	return b.rc.Read(p)
 }
 
@@ -98,18 +130,13 @@ func (b *peekedBody) Close() error { return b.rc.Close() }
 // deliver hands resp to the caller, with Transport.BodyIdleTimeout idle.
 // The attempt timeout ends here; the attempt's context lives on until the
 // body is closed or read to its end, because cancelling it would cut the
-// body short. An attempt nothing watched needs no release: its context
-// follows the caller's from here on, and the body goes back unwrapped.
+// body short.
 func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Response {
+	x.ctx.stopTimeout()
 	if resp.Body == nil || resp.Body == http.NoBody {
-		x.ctx.stopTimeout()
-		x.ctx.release()
+		x.release()
 		return resp
 	}
-	if idle == 0 && x.ctx.detach() {
-		return resp // nothing watched the attempt: nothing to release
-	}
-	x.ctx.stopTimeout()
 	x.rc = resp.Body
 	var body io.ReadCloser = x
 	if idle > 0 {
@@ -124,25 +151,36 @@ func (x *exchange) deliver(resp *http.Response, idle time.Duration) *http.Respon
 	return resp
 }
 
+// release ends the attempt and, with it, the call.
+func (x *exchange) release() {
+	x.ctx.release()
+	if x.done != nil {
+		x.done()
+	}
+}
+
 // discard drains at most maxDrain bytes of resp's body, still under the
 // attempt timeout, and closes it. It gives up on a body that keeps
-// returning nothing, as bufio does. The attempt's context lives on, for the
-// caller to rearm or release.
-func discard(resp *http.Response) {
+// returning nothing, as bufio does, and closes a body that is still being
+// read when the attempt ends.
+func (x *exchange) discard(resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
+	stop := x.closeOnEnd(resp.Body)
 	buf := drainPool.Get().(*[drainBuf]byte)
 	for n := 0; n < maxDrain; {
 		chunk := buf[:min(drainBuf, maxDrain-n)]
-		k := readFull(resp.Body, chunk)
+		k, _ := readFull(resp.Body, chunk)
 		if k < len(chunk) {
 			break // the end, an error, or a body that returns nothing
 		}
 		n += k
 	}
 	drainPool.Put(buf)
-	_ = resp.Body.Close()
+	if stop() { // else closeOnEnd closes it
+		_ = resp.Body.Close()
+	}
 }
 
 // drainBuf is the size of discard's buffers, shared through drainPool.
@@ -159,7 +197,7 @@ var drainPool = sync.Pool{New: func() any { return new([drainBuf]byte) }}
 func (x *exchange) Read(p []byte) (int, error) {
 	n, err := x.rc.Read(p)
 	if err == io.EOF {
-		x.ctx.release()
+		x.release()
 	}
 	return n, err
 }
@@ -171,7 +209,7 @@ func (x *exchange) Read(p []byte) (int, error) {
 func (x *exchange) WriteTo(w io.Writer) (int64, error) {
 	n, err := io.Copy(w, x.rc)
 	if err == nil { // the end of the body
-		x.ctx.release()
+		x.release()
 	}
 	return n, err
 }
@@ -179,7 +217,7 @@ func (x *exchange) WriteTo(w io.Writer) (int64, error) {
 // Close closes the delivered body and releases the attempt's context.
 func (x *exchange) Close() error {
 	err := x.rc.Close()
-	x.ctx.release()
+	x.release()
 	return err
 }
 
@@ -219,7 +257,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 func (b *idleBody) fire() {
 	if b.running.Load() {
 		b.idled.Store(true)
-		b.x.ctx.cancel(endIdle)
+		b.x.ctx.end(idled)
 	}
 }
 

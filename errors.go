@@ -30,7 +30,7 @@ var errNilFunc = errors.New("retry: Do called with a nil function")
 // from its function to get the same treatment, Retry-After included.
 type StatusError struct {
 	StatusCode int            // the HTTP status code, such as 503
-	RetryAfter time.Duration  // the server's hint; 0 when it sent none
+	RetryAfter time.Duration  // the server's hint (Retry-After, retry-after-ms, or a spent rate limit's reset); 0 when it sent none
 	Message    string         // the code and its standard name, such as "503 Service Unavailable"; never the server's own text
 	Response   *http.Response // set by Transport; its body is unread
 

@@ -1,10 +1,13 @@
 package retry_test
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"math/big"
 	"net/http"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,3 +209,87 @@ func FuzzRateLimitHint(f *testing.F) {
 type baseFunc func(*http.Request) (*http.Response, error)
 
 func (f baseFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// FuzzReplayBuffer sends a body without GetBody through a Transport with
+// a ReplayBuffer of limit bytes, to a base whose attempts follow script:
+// each byte reads part of the body (or all of it) in reads of odd sizes,
+// then fails, answers 503 or answers 200. Whatever the script, every
+// attempt reads a prefix of the body, nothing is sent again once more than
+// limit bytes were taken from the body, the ContentLength never changes,
+// and the body is closed exactly once and never read after.
+func FuzzReplayBuffer(f *testing.F) {
+	f.Add([]byte("hello, world"), int64(64), []byte{0x01, 0x05, 0xfe}, true)
+	f.Add(bytes.Repeat([]byte("abc"), 400), int64(1000), []byte{0xfd, 0x20, 0xfe}, false)
+	f.Add(bytes.Repeat([]byte("x"), 5000), int64(4096), []byte{0xfc, 0xfd}, true)
+	f.Add([]byte{}, int64(1), []byte{0x00, 0x01}, false)
+	f.Add([]byte("tiny"), int64(0), []byte{0x01}, true)
+	f.Fuzz(func(t *testing.T, body []byte, limit int64, script []byte, known bool) {
+		body = body[:min(len(body), 64<<10)] // larger bodies only slow the search
+		limit = max(limit%int64(2*len(body)+10), 0)
+		src := newTrackedBody(bytes.NewReader(body))
+		var got [][]byte
+		var lengths []int64
+		tr := &retry.Transport{
+			ReplayBuffer: limit,
+			Policy:       retry.Policy{MaxAttempts: 4, Sleep: func(context.Context, time.Duration) error { return nil }},
+			Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+				step := byte(0xfe) // read all, answer 200
+				if i := len(got); i < len(script) {
+					step = script[i]
+				}
+				lengths = append(lengths, r.ContentLength)
+				want := int(step>>2) * 7
+				if step>>2 == 63 {
+					want = math.MaxInt
+				}
+				var read []byte
+				buf := make([]byte, 1+int(step)%13)
+				for len(read) < want {
+					n, err := r.Body.Read(buf[:min(len(buf), want-len(read))])
+					read = append(read, buf[:n]...)
+					if err != nil {
+						break
+					}
+				}
+				r.Body.Close()
+				got = append(got, read)
+				switch step & 3 {
+				case 0, 3:
+					return nil, syscall.ECONNRESET
+				case 1:
+					return &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+				}
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+			}),
+		}
+		req, _ := http.NewRequest(http.MethodPut, "http://example.test/", nil)
+		req.Body = src
+		req.ContentLength = -1
+		if known {
+			req.ContentLength = int64(len(body))
+		}
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if len(got) > 4 {
+			t.Fatalf("%d attempts, want at most 4", len(got))
+		}
+		taken := 0 // bytes taken from the body so far: the longest prefix read
+		for i, b := range got {
+			if !bytes.Equal(b, body[:len(b)]) {
+				t.Fatalf("attempt %d read %q, not a prefix of %q", i+1, b, body)
+			}
+			if i > 0 && int64(taken) > limit {
+				t.Fatalf("attempt %d sent again after %d bytes were taken, past the limit %d", i+1, taken, limit)
+			}
+			if lengths[i] != req.ContentLength {
+				t.Fatalf("attempt %d: ContentLength %d, want %d", i+1, lengths[i], req.ContentLength)
+			}
+			taken = max(taken, len(b))
+		}
+		if closes, late := src.counts(); closes != 1 || late != 0 {
+			t.Fatalf("body closed %d times, read %d times after Close; want 1 and 0", closes, late)
+		}
+	})
+}

@@ -122,9 +122,9 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		if err != nil {
 			return zero, err
 		}
-		a := newAttempt(ctx, l.began, timeout)
-		v, err := fn(a)
-		a.release()
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		v, err := fn(actx)
+		cancel()
 		if err == nil {
 			return v, nil
 		}
@@ -138,10 +138,8 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 type loop struct {
 	ctx     context.Context
 	p       Policy    // a copy: the caller's is never written, nor kept
-	start   time.Time // when the call began, by Policy.Clock; unset for the real clock
-	mono    int64     // when the call began, a monoNow reading, for the real clock
+	start   time.Time // when the call began, by Policy.Clock or the real clock
 	attempt int       // attempts begun
-	began   int64     // when the current attempt began, a monoNow reading
 	last    error     // the last retryable error
 }
 
@@ -149,26 +147,20 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 	if err := p.validate(); err != nil {
 		return err
 	}
-	l.ctx, l.p = ctx, *p // one copy of the Policy, not two
-	if p.Clock == nil {
-		l.mono = monoNow()
-	} else {
-		l.start = p.Clock.Now()
-	}
+	l.ctx, l.p = ctx, *p
+	l.start = l.p.now()
 	if p.Budget != nil && ctx.Err() == nil {
 		p.Budget.Deposit()
 	}
 	return nil
 }
 
-// elapsed returns the time since the call began and, with the real clock,
-// the monoNow reading it took (else zero).
-func (l *loop) elapsed() (time.Duration, int64) {
+// elapsed returns the time since the call began.
+func (l *loop) elapsed() time.Duration {
 	if l.p.Clock == nil {
-		now := monoNow()
-		return time.Duration(now - l.mono), now
+		return time.Since(l.start)
 	}
-	return l.p.Clock.Since(l.start), 0
+	return l.p.Clock.Since(l.start)
 }
 
 // begin starts the next attempt (steps 2 and 3 of the loop): it returns the
@@ -177,20 +169,7 @@ func (l *loop) begin() (time.Duration, error) {
 	if err := l.ctx.Err(); err != nil {
 		return 0, l.canceled(nil)
 	}
-	// The clock is read once per attempt, and not at all for the first,
-	// which begins as the call does. With the real clock, the same reading
-	// starts the attempt's timeout, which always runs in real time.
-	remaining := l.p.deadline()
-	if l.attempt == 0 {
-		l.began = l.mono
-	} else {
-		var elapsed time.Duration
-		elapsed, l.began = l.elapsed()
-		remaining -= elapsed
-	}
-	if l.p.Clock != nil {
-		l.began = monoNow()
-	}
+	remaining := l.p.deadline() - l.elapsed()
 	if remaining <= 0 {
 		return 0, l.giveUp(ReasonDeadline)
 	}
@@ -233,8 +212,7 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
 		delay, hinted = l.p.jitterHint(hint), true
 	}
-	elapsed, _ := l.elapsed()
-	if delay >= l.p.deadline()-elapsed {
+	if delay >= l.p.deadline()-l.elapsed() {
 		return 0, false, l.giveUp(ReasonDeadline)
 	}
 	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {

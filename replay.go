@@ -101,6 +101,18 @@ func (rb *replayBody) nextBody(req *http.Request) (io.ReadCloser, error) {
 	return rb.next()
 }
 
+// lend gives the attempt's request areq a GetBody that returns a fresh
+// view, so that net/http can re-send it within the attempt where it would
+// re-send a body with GetBody: HTTP/2 after a refused stream or a GOAWAY,
+// HTTP/1.1 after a reused connection failed before any response. Without
+// it, net/http fails such an attempt with an error that hides its cause.
+// Nil-safe.
+func (rb *replayBody) lend(areq *http.Request) {
+	if rb != nil {
+		areq.GetBody = rb.next
+	}
+}
+
 // replayable reports whether the body can still be sent again: it has not
 // passed the limit and has not failed. True for a nil rb, whose request
 // decides by GetBody alone.

@@ -136,6 +136,10 @@ func fail503(w http.ResponseWriter, _ *http.Request, _ []byte) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
+func fail429(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	w.WriteHeader(http.StatusTooManyRequests)
+}
+
 func replayPolicy() retry.Policy {
 	ft := retrytest.NewFakeTime()
 	return retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand}
@@ -149,6 +153,7 @@ func TestReplayBufferResendsBodyWithoutGetBody(t *testing.T) {
 		method     string
 		buffer     int64
 		known      bool
+		first      func(w http.ResponseWriter, r *http.Request, body []byte) // nil: 503
 		wantStatus int
 		wantSends  int
 	}{
@@ -159,11 +164,17 @@ func TestReplayBufferResendsBodyWithoutGetBody(t *testing.T) {
 		{name: "past the limit is sent once", method: http.MethodPut, buffer: size - 1, wantStatus: 503, wantSends: 1},
 		{name: "a bare POST after a 503 is not re-sent", method: http.MethodPost, buffer: 1 << 20, known: true,
 			wantStatus: 503, wantSends: 1},
+		{name: "a bare POST after a 429 is re-sent", method: http.MethodPost, buffer: 1 << 20, known: true,
+			first: fail429, wantStatus: 200, wantSends: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newRecordingServer(t, fail503)
+			first := tt.first
+			if first == nil {
+				first = fail503
+			}
+			srv := newRecordingServer(t, first)
 			want := payload(size)
 			body := newTrackedBody(bytes.NewReader(want))
 			tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: tt.buffer}
@@ -559,5 +570,123 @@ func TestReplayBufferEarlyAnswer(t *testing.T) {
 				t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 			}
 		})
+	}
+}
+
+func TestReplayBufferCancelledBeforeAnyAttempt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := newTrackedBody(strings.NewReader("never sent"))
+	var sends int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(*http.Request) (*http.Response, error) {
+			sends++
+			return nil, errors.New("unreachable")
+		})}
+	req := bodyRequest(t, http.MethodPut, "http://example.test/", body, 10, true).WithContext(ctx)
+	_, err := tr.RoundTrip(req)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if sends != 0 {
+		t.Errorf("%d sends, want none", sends)
+	}
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}
+
+// TestReplayBufferLendsGetBody: within one attempt, the base may re-send
+// the body through the attempt's GetBody, as net/http does after a refused
+// HTTP/2 stream, and gets the whole body again.
+func TestReplayBufferLendsGetBody(t *testing.T) {
+	t.Parallel()
+	want := payload(30 << 10)
+	body := newTrackedBody(bytes.NewReader(want))
+	var first, second []byte
+	var attempts int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			if r.GetBody == nil {
+				return nil, errors.New("no GetBody on the attempt")
+			}
+			b := make([]byte, 1000)
+			n, _ := io.ReadFull(r.Body, b)
+			first = b[:n]
+			r.Body.Close()
+			again, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			second, err = io.ReadAll(again)
+			again.Close()
+			if err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})}
+	req := bodyRequest(t, http.MethodPut, "http://example.test/", body, len(want), true)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	if attempts != 1 || !bytes.Equal(first, want[:1000]) || !bytes.Equal(second, want) {
+		t.Errorf("%d attempts; read %d bytes, then %d through GetBody; want 1 attempt, 1000, then the %d of the body",
+			attempts, len(first), len(second), len(want))
+	}
+	if req.GetBody != nil {
+		t.Error("the caller's request gained a GetBody")
+	}
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
+	}
+}
+
+// TestReplayBufferClosesAfterLateUpload: the base answers before it has
+// sent the whole body and goes on sending it, as net/http does when a
+// server answers early. The original body must stay open until the base
+// closes the last attempt's body, and then be closed once.
+func TestReplayBufferClosesAfterLateUpload(t *testing.T) {
+	t.Parallel()
+	want := payload(40 << 10)
+	body := newTrackedBody(bytes.NewReader(want))
+	proceed := make(chan struct{})
+	uploaded := make(chan []byte, 1)
+	var attempts int
+	tr := &retry.Transport{Policy: replayPolicy(), ReplayBuffer: 1 << 20,
+		Base: baseFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			if attempts == 1 {
+				b := make([]byte, 100)
+				_, _ = io.ReadFull(r.Body, b)
+				r.Body.Close()
+				return nil, syscall.ECONNRESET
+			}
+			go func() { // the writer, still sending after the answer
+				<-proceed
+				b, _ := io.ReadAll(r.Body)
+				r.Body.Close()
+				uploaded <- b
+			}()
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})}
+	resp, err := tr.RoundTrip(bodyRequest(t, http.MethodPut, "http://example.test/", body, len(want), true))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	if closes, _ := body.counts(); closes != 0 {
+		t.Fatalf("the original body was closed %d times while the upload goes on", closes)
+	}
+	close(proceed)
+	if got := <-uploaded; !bytes.Equal(got, want) {
+		t.Errorf("the late upload sent %d bytes, not the %d of the body", len(got), len(want))
+	}
+	body.waitClosed(t)
+	if closes, late := body.counts(); closes != 1 || late != 0 {
+		t.Errorf("original body: %d closes and %d reads after Close, want 1 and 0", closes, late)
 	}
 }

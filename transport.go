@@ -103,8 +103,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		resp, done, err := c.attempt()
 		if done {
-			if c.x != nil {
-				c.x.ctx.release()
+			if c.stop != nil && resp == nil {
+				c.stop() // else deliver passed it to the body's release
 			}
 			c.rb.end(resp == nil)
 			return resp, err
@@ -117,15 +117,14 @@ type call struct {
 	t      *Transport
 	req    *http.Request
 	l      loop
+	ctx    context.Context // the caller's, cancelled also by req.Cancel
+	stop   func()          // ends the req.Cancel watch; nil without one
 	base   http.RoundTripper
 	header http.Header   // what every attempt sends
 	rewind bool          // the body can be sent again
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
-	reuse  bool          // an attempt that ends without cancelling may be followed on its exchange
 	rb     *replayBody   // keeps a body without GetBody for the next attempt; nil if none
-	x      *exchange     // kept for the next attempt; released if none follows
-	spare  *StatusError  // the error of a status retried, which no caller has seen: reusable
 }
 
 func (c *call) init() error {
@@ -137,8 +136,16 @@ func (c *call) init() error {
 	if c.t.ReplayBuffer < 0 {
 		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
 	}
-	if err := c.l.init(c.req.Context(), &c.t.Policy); err != nil {
+	c.ctx = c.req.Context()
+	if err := c.l.init(c.ctx, &c.t.Policy); err != nil {
 		return err
+	}
+	//lint:ignore SA1019 http.Client still sets Cancel, and callers may: it is honoured, not used
+	if cancel := c.req.Cancel; cancel != nil {
+		if _, ok := c.ctx.Deadline(); !ok {
+			c.ctx, c.stop = watchCancel(c.ctx, cancel)
+			c.l.ctx = c.ctx
+		}
 	}
 	c.base = c.t.base()
 	c.rewind = rewindable(c.req)
@@ -148,51 +155,57 @@ func (c *call) init() error {
 	var keyed bool
 	c.header, keyed = c.t.addKey(c.req)
 	c.replay = c.rewind && (keyed || c.t.replayable(c.req))
-	// The next attempt may send the same request copy, under the same
-	// context rearmed, when nothing in it changes (no body to rewind, no
-	// connection trace to reset) and nothing watched the context (see
-	// attemptCtx.rearm). Only readers share the copy then.
-	c.reuse = c.replay && (c.req.Body == nil || c.req.Body == http.NoBody)
 	return nil
 }
+
+// watchCancel returns a context that is also cancelled when the deprecated
+// Request.Cancel channel closes, and the function that ends the watch. The
+// attempts never pass the channel on, or net/http would start a goroutine
+// to watch it for every attempt; one per call is enough. And none when the
+// request's context has a deadline: http.Client sets a Cancel whenever its
+// Timeout is set and the Transport is not its own, but then it also sets
+// the context's deadline to that time or sooner, so the context alone ends
+// the call in time. (Request.Cancel's documentation leaves it undefined
+// whether Cancel is respected when a context is set.)
+func watchCancel(parent context.Context, ch <-chan struct{}) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-ch:
+			cancel(errRequestCanceled)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// errRequestCanceled is the cause of a call ended by its Request.Cancel.
+var errRequestCanceled = errors.New("retry: request canceled through Request.Cancel")
 
 // attempt makes one attempt and, when another may follow, sleeps. done
 // says that resp and err are the call's result.
 func (c *call) attempt() (resp *http.Response, done bool, err error) {
-	x := c.x
-	c.x = nil
 	timeout, err := c.l.begin()
 	if err != nil {
-		if x != nil {
-			x.ctx.release()
-		}
 		closeBody(c.body)
 		return nil, true, err
 	}
-	var areq *http.Request
+	if c.l.attempt > 1 {
+		if c.body, err = c.rb.nextBody(c.req); err != nil {
+			return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
+				c.l.attempt, err, c.l.last)
+		}
+	}
+	parent := c.ctx
 	var cw *connWatch
-	if x != nil && !x.ctx.rearm(c.l.began, timeout) {
-		x.ctx.release() // watched: it ends before the next attempt begins
-		x = nil
+	if !c.replay {
+		cw = new(connWatch)
+		parent = cw.watch(parent)
 	}
-	if x != nil {
-		areq = &x.req
-	} else {
-		if c.l.attempt > 1 {
-			if c.body, err = c.rb.nextBody(c.req); err != nil {
-				return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
-					c.l.attempt, err, c.l.last)
-			}
-		}
-		parent := c.req.Context()
-		if !c.replay {
-			cw = new(connWatch)
-			parent = cw.watch(parent)
-		}
-		x = new(exchange)
-		areq = x.start(c.req, parent, c.body, c.header, c.l.began, timeout)
-		c.body = nil
-	}
+	x := &exchange{done: c.stop}
+	areq := x.start(c.req, parent, c.body, c.header, timeout)
+	c.rb.lend(areq)
+	c.body = nil
 	resp, err = c.base.RoundTrip(areq)
 	if err == nil && resp == nil {
 		err = errNilResponse
@@ -226,23 +239,17 @@ func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 // the response back, or discards it and sleeps before the next attempt.
 func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	l := &c.l
-	se := c.spare
-	c.spare = nil
-	if se == nil {
-		se = new(StatusError)
-	}
-	*se = StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
+	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
 	se.RetryAfter = statusHint(resp, &l.p)
 	if !c.rewind || !c.rb.replayable() || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
-	if l.p.Retryable != nil { // custom judges may read the body; the default never does
-		if se.Body = x.peek(resp); x.ctx.cut() {
-			// The attempt timed out during the peek, which cut the body:
-			// the response cannot be handed back whole. (Nothing can cut
-			// a body read under a context nobody watches; such a response
-			// that merely came late is judged like any other.)
-			_ = resp.Body.Close()
+	// Custom judges may read the body; the default never does. A response
+	// that came after the attempt's timeout (from a base that ignored its
+	// context) has no time left to be read: it is judged without its body.
+	if l.p.Retryable != nil && x.ctx.Err() == nil {
+		var whole bool
+		if se.Body, whole = x.peek(resp); !whole {
 			x.ctx.release()
 			return c.failed(&attemptTimeoutError{errPeekTimedOut}, true)
 		}
@@ -251,21 +258,12 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	l.last = se
-	if l.p.Retryable == nil && l.p.OnRetry == nil {
-		// No code outside the call has seen se, nor will, unless the call
-		// ends wrapping it: the next status may take it over.
-		c.spare = se
-	}
 	delay, hinted, stop := l.delay()
 	if stop != nil {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
-	discard(resp)
-	if c.reuse && x.ctx.stopTimeout() && x.ctx.unwatched() {
-		c.x = x // the next attempt rearms it; RoundTrip releases it if none comes
-	} else {
-		x.ctx.release()
-	}
+	x.discard(resp)
+	x.ctx.release()
 	if err := l.sleep(delay, hinted); err != nil {
 		return nil, true, err
 	}

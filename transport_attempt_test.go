@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,10 +13,9 @@ import (
 	"time"
 )
 
-// A request without a body whose context nothing watched is sent again on
-// the same request copy, under the same context rearmed: these tests hold
-// that to every rule the copy and the context keep when each attempt has
-// its own.
+// Each attempt of a Transport call has a request copy and a context of its
+// own; these tests hold the copy and the context to the rules of the
+// RoundTripper contract and of the standard contexts.
 
 // ctxBase answers from a script of statuses and keeps every attempt's
 // request. Given a wait, it takes that long before answering, and fails if
@@ -74,10 +72,10 @@ func (b *ctxBase) attempts() []*http.Request {
 
 func noWait(context.Context, time.Duration) error { return nil }
 
-// TestReusedAttemptGetsItsOwnTimeout: each attempt has the whole attempt
-// timeout, though they share a context. Each attempt takes 60% of it; were
-// the deadline not moved, the second would be cut at 40%.
-func TestReusedAttemptGetsItsOwnTimeout(t *testing.T) {
+// TestEachAttemptGetsItsOwnTimeout: each attempt has the whole attempt
+// timeout. Each attempt takes 60% of it; were the first deadline kept, the
+// second would be cut at 40%.
+func TestEachAttemptGetsItsOwnTimeout(t *testing.T) {
 	t.Parallel()
 	const timeout = 500 * time.Millisecond
 	base := &ctxBase{codes: []int{503, 200}, wait: timeout * 6 / 10}
@@ -91,8 +89,11 @@ func TestReusedAttemptGetsItsOwnTimeout(t *testing.T) {
 	if resp.StatusCode != 200 || len(reqs) != 2 {
 		t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, len(reqs))
 	}
-	if reqs[0] != reqs[1] || reqs[0].Context() != reqs[1].Context() {
-		t.Error("the second attempt of a bodiless GET did not reuse the first one's request copy")
+	if reqs[0] == reqs[1] || reqs[0].Context() == reqs[1].Context() {
+		t.Error("two attempts shared a request copy or a context")
+	}
+	if err := reqs[0].Context().Err(); err != context.Canceled {
+		t.Errorf("the first attempt's context: Err() = %v once the second began, want %v", err, context.Canceled)
 	}
 }
 
@@ -141,64 +142,9 @@ func TestWatchedAttemptEndsBeforeTheNext(t *testing.T) {
 	}
 }
 
-// TestLateExpireSparesRearmedAttempt: a deadline check of the last attempt
-// that comes late does not end the attempt rearm started on the same
-// context.
-func TestLateExpireSparesRearmedAttempt(t *testing.T) {
-	t.Parallel()
-	c := newAttempt(context.Background(), 0, time.Millisecond)
-	defer c.release()
-	if !c.stopTimeout() {
-		t.Fatal("stopTimeout() = false on a live attempt")
-	}
-	if !c.rearm(monoNow(), hang) {
-		t.Fatal("rearm() = false on an attempt nothing watched")
-	}
-	pastFirst := time.Now().Add(2 * time.Millisecond)
-	for time.Now().Before(pastFirst) {
-		runtime.Gosched()
-	}
-	c.expire() // what a check of the first deadline does if it comes late
-	if err := c.Err(); err != nil {
-		t.Errorf("Err() = %v after a late check, want nil", err)
-	}
-	if d, ok := c.Deadline(); !ok || time.Until(d) < hang/2 {
-		t.Errorf("Deadline() = %v, %v; want about %v from now", d, ok, hang)
-	}
-}
-
-// TestRearmRefusesAWatchedAttempt: what watched one attempt must see it end,
-// so a watched context never serves another attempt.
-func TestRearmRefusesAWatchedAttempt(t *testing.T) {
-	t.Parallel()
-	c := newAttempt(context.Background(), 0, hang)
-	defer c.release()
-	_ = c.Done()
-	c.stopTimeout()
-	if c.rearm(monoNow(), hang) {
-		t.Error("rearm() = true on a watched attempt")
-	}
-}
-
-// TestRearmRefusesAnEndedAttempt: an attempt that timed out cannot serve
-// the next one.
-func TestRearmRefusesAnEndedAttempt(t *testing.T) {
-	t.Parallel()
-	c := newAttempt(context.Background(), 0, time.Nanosecond)
-	defer c.release()
-	pastDeadline(t, c)
-	if !c.timedOut() {
-		t.Fatal("timedOut() = false after the deadline")
-	}
-	if c.rearm(monoNow(), hang) {
-		t.Error("rearm() = true on an attempt that timed out")
-	}
-}
-
-// TestKeptAttemptReleasedWhenCallEnds: a context kept for the next attempt
-// is released however the call ends, so nothing tied to it outlives the
-// call.
-func TestKeptAttemptReleasedWhenCallEnds(t *testing.T) {
+// TestAttemptReleasedWhenCallEnds: the last attempt's context is released
+// however the call ends, so nothing tied to it outlives the call.
+func TestAttemptReleasedWhenCallEnds(t *testing.T) {
 	t.Parallel()
 	errSleep := errors.New("sleep failed")
 	tests := []struct {
@@ -266,98 +212,8 @@ func TestBodyRequestsGetAFreshCopy(t *testing.T) {
 	}
 }
 
-// An attempt nothing watched by the time its response arrives becomes a view
-// of the caller's context: its body goes to the caller unwrapped, and
-// whatever watches the attempt later watches the caller's context.
-
-// lateWatchBody is a body that waits on its request's context only once it
-// is read, as a lazy base might.
-type lateWatchBody struct{ ctx context.Context }
-
-func (b *lateWatchBody) Read([]byte) (int, error) {
-	<-b.ctx.Done()
-	return 0, b.ctx.Err()
-}
-func (b *lateWatchBody) Close() error { return nil }
-
-func TestUnwatchedAttemptHandsOverToCaller(t *testing.T) {
-	t.Parallel()
-	parent, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var actx context.Context
-	var body *lateWatchBody
-	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		actx = req.Context()
-		body = &lateWatchBody{ctx: actx}
-		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: body, Request: req}, nil
-	}), Policy{})
-	req := newRequest(t, http.MethodGet, "http://api.example/", nil).WithContext(parent)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Body != io.ReadCloser(body) {
-		t.Errorf("body %T, want the base's own body: nothing watched the attempt", resp.Body)
-	}
-	if _, ok := actx.Deadline(); ok {
-		t.Error("the attempt timeout still shows after the response headers")
-	}
-	kid, stopKid := context.WithCancel(actx) // derived after the hand-over, as net/http might
-	defer stopKid()
-	read := make(chan error, 1)
-	go func() {
-		_, err := resp.Body.Read(make([]byte, 1))
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		t.Fatalf("Read returned %v before the caller cancelled", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	cancel()
-	select {
-	case err := <-read:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Read error = %v, want context.Canceled", err)
-		}
-	case <-time.After(hang):
-		t.Fatal("Read still waiting after the caller cancelled")
-	}
-	if !closedWithin(kid.Done(), hang) {
-		t.Error("a context derived from the attempt stayed open after the caller cancelled")
-	}
-	if err := actx.Err(); err != context.Canceled {
-		t.Errorf("attempt Err() = %v, want %v", err, context.Canceled)
-	}
-}
-
-// TestDetachRefusesAWatchedAttempt: an attempt watched before its response
-// keeps its own context and a body that releases it.
-func TestDetachRefusesAWatchedAttempt(t *testing.T) {
-	t.Parallel()
-	c := newAttempt(context.Background(), 0, hang)
-	defer c.release()
-	_ = c.Done()
-	if c.detach() {
-		t.Fatal("detach() = true on a watched attempt")
-	}
-	for _, parent := range []context.Context{context.Background(), t.Context()} {
-		d := newAttempt(parent, 0, hang)
-		if !d.detach() {
-			t.Fatal("detach() = false on an unwatched attempt")
-		}
-		if d.Done() != parent.Done() {
-			t.Error("a detached attempt's Done is not its parent's")
-		}
-		if _, ok := d.Deadline(); ok {
-			t.Error("a detached attempt keeps its deadline")
-		}
-	}
-}
-
 // TestRetriedStatusErrorsStayWhole: a *StatusError handed to OnRetry or to
-// Policy.Retryable is never changed afterwards, though with neither set the
-// call reuses one for every retried status; the error a call ends with
+// Policy.Retryable is never changed afterwards; the error a call ends with
 // describes the last status.
 func TestRetriedStatusErrorsStayWhole(t *testing.T) {
 	t.Parallel()
@@ -456,7 +312,6 @@ func TestBodyWriteToReleases(t *testing.T) {
 	var actx context.Context
 	tr := NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		actx = req.Context()
-		_ = actx.Done() // watched, as net/http does: the body is wrapped
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req,
 			Body: io.NopCloser(strings.NewReader("payload"))}, nil
 	}), Policy{})

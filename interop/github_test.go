@@ -275,11 +275,18 @@ func TestGitHubPostNotDuplicated(t *testing.T) {
 		{name: "POST reset before processing", method: "POST", fault: fault{ResetBefore: true}, wantSends: 1, wantFailure: true},
 		{name: "GET 502", method: "GET", fault: status(502, `{"message":"Server Error"}`), wantSends: 2},
 		{name: "GET reset after processing", method: "GET", fault: fault{ResetAfter: true}, wantSends: 2},
+		// The attempt timed out waiting for the headers: the server may be
+		// processing the POST still.
+		{name: "POST attempt timeout", method: "POST", fault: fault{Hang: true}, wantSends: 1, wantFailure: true},
+		{name: "GET attempt timeout", method: "GET", fault: fault{Hang: true}, wantSends: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newGitHubEnv(t, nil, func(time.Time) []fault { return []fault{tt.fault} })
+			// Real time: the attempt timeout is a context.WithTimeout.
+			// Long enough for any loaded machine to answer a fake.
+			e.r.Policy.AttemptTimeout = 300 * time.Millisecond
 			err := e.call(t, tt.method)
 			if (err != nil) != tt.wantFailure {
 				t.Fatalf("call error = %v, want failure %v", err, tt.wantFailure)

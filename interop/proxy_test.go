@@ -34,6 +34,10 @@ type fault struct {
 	// client cannot tell whether anything happened.
 	ResetAfter bool
 
+	// Hang reads the whole request body, then never answers: the handler
+	// waits until the client goes away or the server closes.
+	Hang bool
+
 	// ResetAt, when positive, reads that many bytes of the request body,
 	// then drops the connection with a TCP reset: an upload cut halfway.
 	ResetAt int64
@@ -148,6 +152,8 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		rec.Fault = "reset before"
 	case f.ResetAfter:
 		rec.Fault = "reset after"
+	case f.Hang:
+		rec.Fault = "hang"
 	case f.Early:
 		rec.Fault = "early status " + strconv.Itoa(f.Status)
 	case f.Status != 0:
@@ -162,6 +168,8 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil || f.ResetAt > 0 || f.ResetBefore:
 		reset(w)
+	case f.Hang:
+		<-r.Context().Done() // the server cancels it when the client hangs up, or at Close
 	case f.ResetAfter:
 		r.Body = io.NopCloser(bytes.NewReader(rec.Body))
 		p.backend.ServeHTTP(httptest.NewRecorder(), r)

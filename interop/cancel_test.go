@@ -41,7 +41,7 @@ func TestCallerCancelDuringBackoff(t *testing.T) {
 	})
 	t.Run("s3", func(t *testing.T) {
 		t.Parallel()
-		e := newS3Env(t, false, func(*http.Request) bool { return true }, status(503, ""))
+		e := newS3Env(t, overHTTP, func(*http.Request) bool { return true }, status(503, ""))
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		cancelDuringSleep(e.r, cancel)

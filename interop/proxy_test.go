@@ -58,6 +58,7 @@ func status(code int, body string, headerPairs ...string) fault {
 type received struct {
 	Method   string
 	Path     string
+	Proto    string // "HTTP/1.1" or "HTTP/2.0"
 	Header   http.Header
 	Body     []byte // the bytes that arrived, all of them when Complete
 	Complete bool   // the whole body arrived
@@ -89,7 +90,8 @@ type faultProxy struct {
 
 // proxyOpts configures a faultProxy.
 type proxyOpts struct {
-	TLS   bool                                                    // serve HTTPS (HTTP/1.1 only, so that resets reach the TCP connection)
+	TLS   bool                                                    // serve HTTPS, HTTP/1.1 only, so that resets reach the TCP connection
+	HTTP2 bool                                                    // serve HTTPS with HTTP/2 too; a reset resets the stream
 	Match func(*http.Request) bool                                // which requests the script applies to; nil: all
 	Check func(r *http.Request, body []byte, complete bool) error // run on every matching request; nil: none
 }
@@ -100,7 +102,8 @@ func newFaultProxy(t *testing.T, backend http.Handler, o proxyOpts, script ...fa
 	t.Helper()
 	p := &faultProxy{backend: backend, script: script, match: o.Match, check: o.Check}
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
-	if o.TLS {
+	if o.TLS || o.HTTP2 {
+		p.EnableHTTP2 = o.HTTP2
 		p.StartTLS()
 	} else {
 		p.Start()
@@ -129,7 +132,7 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Unlock()
 
-	rec := received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()}
+	rec := received{Method: r.Method, Path: r.URL.Path, Proto: r.Proto, Header: r.Header.Clone()}
 	var err error
 	if f.Early {
 		// Nothing read: the body stays in the client, or on the wire.
@@ -188,7 +191,8 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // reset drops the connection of w with a TCP reset (under TLS, the TCP
-// connection beneath).
+// connection beneath). Over HTTP/2, where a handler cannot reach the
+// connection, it resets the stream (INTERNAL_ERROR) instead.
 func reset(w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {

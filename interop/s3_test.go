@@ -29,25 +29,36 @@ const s3Bucket = "interop"
 // signature of every request, and an S3 client that sends through a
 // retry.Transport with the SDK's retryer off.
 type s3Env struct {
+	proto   proto
 	proxy   *faultProxy
 	backend *s3mem.Backend
 	r       *retrier
 	client  *s3.Client
 }
 
-// newS3Env starts the servers (over TLS when tls is set) with script
-// applied to the requests match accepts, and builds the client.
-func newS3Env(t *testing.T, tls bool, match func(*http.Request) bool, script ...fault) *s3Env {
+// proto is how the S3 client reaches its server.
+type proto string
+
+const (
+	overHTTP  proto = "http"  // plain HTTP/1.1
+	overHTTPS proto = "https" // HTTP/1.1 over TLS
+	overH2    proto = "h2"    // HTTP/2 over TLS
+)
+
+// newS3Env starts the servers, speaking pr, with script applied to the
+// requests match accepts, and builds the client.
+func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...fault) *s3Env {
 	t.Helper()
 	backend := s3mem.New()
 	if err := backend.CreateBucket(s3Bucket); err != nil {
 		t.Fatal(err)
 	}
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
-	proxy := newFaultProxy(t, faker.Server(), proxyOpts{TLS: tls, Match: match, Check: checkSigV4}, script...)
+	opts := proxyOpts{TLS: pr == overHTTPS, HTTP2: pr == overH2, Match: match, Check: checkSigV4}
+	proxy := newFaultProxy(t, faker.Server(), opts, script...)
 
-	base := plainTransport()
-	if tls {
+	base := plainTransport() // ForceAttemptHTTP2: h2 when the server offers it
+	if pr != overHTTP {
 		pool := x509.NewCertPool()
 		pool.AddCert(proxy.Certificate())
 		base.TLSClientConfig = tlsConfig(pool)
@@ -64,7 +75,7 @@ func newS3Env(t *testing.T, tls bool, match func(*http.Request) bool, script ...
 		// trailing checksum; ask for checksums only where S3 requires one.
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 	})
-	return &s3Env{proxy: proxy, backend: backend, r: r, client: client}
+	return &s3Env{proto: pr, proxy: proxy, backend: backend, r: r, client: client}
 }
 
 func tlsConfig(pool *x509.CertPool) *tls.Config {
@@ -80,12 +91,19 @@ func (e *s3Env) put(t *testing.T, key string, data []byte) {
 }
 
 // checkSignatures fails the test for every request whose SigV4 check
-// failed.
+// failed, or that came by another protocol than the one asked for.
 func (e *s3Env) checkSignatures(t *testing.T) {
 	t.Helper()
+	want := "HTTP/1.1"
+	if e.proto == overH2 {
+		want = "HTTP/2.0"
+	}
 	for i, g := range e.proxy.Received() {
 		if g.CheckErr != nil {
 			t.Errorf("send %d (%s %s, %s): %v", i+1, g.Method, g.Path, g.Fault, g.CheckErr)
+		}
+		if g.Proto != want {
+			t.Errorf("send %d came over %s, want %s", i+1, g.Proto, want)
 		}
 	}
 }
@@ -172,14 +190,10 @@ func TestS3ReadsAndDeletesSurvive(t *testing.T) {
 		wantFaults: []string{"reset after", "forward"},
 	}}
 	for _, tt := range tests {
-		for _, useTLS := range []bool{false, true} {
-			name := tt.name + "/http"
-			if useTLS {
-				name = tt.name + "/https"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, pr := range []proto{overHTTP, overHTTPS, overH2} {
+			t.Run(tt.name+"/"+string(pr), func(t *testing.T) {
 				t.Parallel()
-				e := newS3Env(t, useTLS, tt.match, tt.script...)
+				e := newS3Env(t, pr, tt.match, tt.script...)
 				e.put(t, "k", data)
 				if err := tt.op(t, e); err != nil {
 					t.Fatalf("call failed: %v", err)
@@ -210,22 +224,23 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 	_, _ = rng.Read(payload)
 	tests := []struct {
 		name     string
-		tls      bool
+		proto    proto
 		seekable bool
 	}{
 		// The SDK refuses an unseekable body over plain HTTP: it cannot
 		// hash it for the signature, and sends it UNSIGNED-PAYLOAD only
 		// over TLS.
-		{name: "unseekable over TLS", tls: true},
-		{name: "seekable over TLS", tls: true, seekable: true},
-		{name: "seekable over HTTP", seekable: true},
+		{name: "unseekable over TLS", proto: overHTTPS},
+		{name: "unseekable over HTTP/2", proto: overH2},
+		{name: "seekable over TLS", proto: overHTTPS, seekable: true},
+		{name: "seekable over HTTP", proto: overHTTP, seekable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			early := status(503, "<Error><Code>SlowDown</Code></Error>")
 			early.Early = true
-			e := newS3Env(t, tt.tls, objectPath("big"), early,
+			e := newS3Env(t, tt.proto, objectPath("big"), early,
 				status(503, "<Error><Code>SlowDown</Code></Error>"), fault{ResetAt: 1 << 20})
 			e.r.ReplayBuffer = 2 * size
 			var body io.Reader = bytes.NewReader(payload)
@@ -257,7 +272,7 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 			// over plain HTTP it signs its hash, which the check compares
 			// with each full body that arrived.
 			wantHash := "UNSIGNED-PAYLOAD"
-			if !tt.tls {
+			if tt.proto == overHTTP {
 				sum := sha256.Sum256(payload)
 				wantHash = hex.EncodeToString(sum[:])
 			}
@@ -287,7 +302,7 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 // without GetBody, so a 503 ends the call after one send.
 func TestS3PutObjectWithoutReplayBufferIsSentOnce(t *testing.T) {
 	t.Parallel()
-	e := newS3Env(t, true, objectPath("once"), status(503, "<Error><Code>SlowDown</Code></Error>"))
+	e := newS3Env(t, overHTTPS, objectPath("once"), status(503, "<Error><Code>SlowDown</Code></Error>"))
 	_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
 		Bucket: aws.String(s3Bucket), Key: aws.String("once"),
 		Body: bytes.NewReader([]byte("hello")), ContentLength: aws.Int64(5),
@@ -310,7 +325,7 @@ func TestS3PutObjectWithoutReplayBufferIsSentOnce(t *testing.T) {
 func TestS3PutObjectPastReplayBufferIsSentOnce(t *testing.T) {
 	t.Parallel()
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
-	e := newS3Env(t, true, objectPath("big"), status(503, "<Error><Code>SlowDown</Code></Error>"))
+	e := newS3Env(t, overHTTPS, objectPath("big"), status(503, "<Error><Code>SlowDown</Code></Error>"))
 	e.r.ReplayBuffer = 1 << 20
 	_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
 		Bucket: aws.String(s3Bucket), Key: aws.String("big"),
@@ -336,10 +351,20 @@ func TestS3PutObjectPastReplayBufferIsSentOnce(t *testing.T) {
 // attempt must send the kept bytes and then the rest of the original.
 func TestS3PutObjectEarlyAnswerMidStream(t *testing.T) {
 	t.Parallel()
+	for _, pr := range []proto{overHTTPS, overH2} {
+		t.Run(string(pr), func(t *testing.T) {
+			t.Parallel()
+			earlyAnswerMidStream(t, pr)
+		})
+	}
+}
+
+// earlyAnswerMidStream runs TestS3PutObjectEarlyAnswerMidStream over pr.
+func earlyAnswerMidStream(t *testing.T, pr proto) {
 	payload := bytes.Repeat([]byte("abcdefghijklmnop"), 96<<10) // 1.5 MiB
 	early := status(503, "<Error><Code>SlowDown</Code></Error>")
 	early.Early = true
-	e := newS3Env(t, true, objectPath("mid"), early, early)
+	e := newS3Env(t, pr, objectPath("mid"), early, early)
 	e.r.ReplayBuffer = 2 << 20
 	_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
 		Bucket: aws.String(s3Bucket), Key: aws.String("mid"),
@@ -368,6 +393,17 @@ func TestS3PutObjectEarlyAnswerMidStream(t *testing.T) {
 // whatever order they arrive.
 func TestS3ConcurrentUploads(t *testing.T) {
 	t.Parallel()
+	for _, pr := range []proto{overHTTPS, overH2} {
+		t.Run(string(pr), func(t *testing.T) {
+			t.Parallel()
+			concurrentUploads(t, pr)
+		})
+	}
+}
+
+// concurrentUploads runs TestS3ConcurrentUploads over pr; over HTTP/2 the
+// uploads share one connection, and a reset ends one stream.
+func concurrentUploads(t *testing.T, pr proto) {
 	const uploads, size = 8, 384 << 10
 	early := status(503, "<Error><Code>SlowDown</Code></Error>")
 	early.Early = true
@@ -376,7 +412,7 @@ func TestS3ConcurrentUploads(t *testing.T) {
 		script = append(script, status(503, ""), fault{ResetAt: 100 << 10}, early)
 	}
 	isObject := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/"+s3Bucket+"/up-") }
-	e := newS3Env(t, true, isObject, script...)
+	e := newS3Env(t, pr, isObject, script...)
 	e.r.ReplayBuffer = size
 	e.r.Policy.MaxAttempts = 2 * uploads // every fault may land on one upload
 

@@ -27,7 +27,7 @@ func TestCallerCancelDuringBackoff(t *testing.T) {
 	t.Parallel()
 	t.Run("go-github", func(t *testing.T) {
 		t.Parallel()
-		e := newGitHubEnv(t, nil, func(time.Time) []fault { return []fault{status(503, "")} })
+		e := newGitHubEnv(t, overHTTP, nil, func(time.Time) []fault { return []fault{status(503, "")} })
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		cancelDuringSleep(e.r, cancel)

@@ -98,10 +98,13 @@ type githubEnv struct {
 // newGitHubEnv builds the servers and the client; script applies to the
 // requests match accepts (nil: all), and is built by a function of the
 // fake clock's now, so that x-ratelimit-reset can be set relative to it.
-func newGitHubEnv(t *testing.T, match func(*http.Request) bool, script func(now time.Time) []fault) *githubEnv {
+func newGitHubEnv(t *testing.T, pr proto, match func(*http.Request) bool, script func(now time.Time) []fault) *githubEnv {
 	t.Helper()
-	e := &githubEnv{fake: new(fakeGitHub), r: newRetrier(t, plainTransport())}
-	e.proxy = newFaultProxy(t, e.fake, proxyOpts{Match: match}, script(e.r.ft.Clock.Now())...)
+	e := &githubEnv{fake: new(fakeGitHub), r: newRetrier()}
+	opts := pr.opts()
+	opts.Match = match
+	e.proxy = newFaultProxy(t, e.fake, opts, script(e.r.ft.Clock.Now())...)
+	e.r.setBase(t, transportFor(e.proxy))
 	e.client = github.NewClient(e.r.client())
 	base, err := url.Parse(e.proxy.URL + "/")
 	if err != nil {
@@ -219,7 +222,7 @@ func TestGitHubRateLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newGitHubEnv(t, nil, tt.script)
+			e := newGitHubEnv(t, overHTTP, nil, tt.script)
 			err := e.call(t, tt.method)
 			got := e.proxy.Received()
 			wantSends := 1
@@ -273,38 +276,49 @@ func TestGitHubPostNotDuplicated(t *testing.T) {
 		{name: "POST reset after processing", method: "POST", fault: fault{ResetAfter: true}, wantSends: 1, wantIssues: 1, wantFailure: true},
 		// The server did nothing, but the client cannot know that.
 		{name: "POST reset before processing", method: "POST", fault: fault{ResetBefore: true}, wantSends: 1, wantFailure: true},
-		{name: "GET 502", method: "GET", fault: status(502, `{"message":"Server Error"}`), wantSends: 2},
-		{name: "GET reset after processing", method: "GET", fault: fault{ResetAfter: true}, wantSends: 2},
 		// The attempt timed out waiting for the headers: the server may be
 		// processing the POST still.
 		{name: "POST attempt timeout", method: "POST", fault: fault{Hang: true}, wantSends: 1, wantFailure: true},
+		{name: "GET 502", method: "GET", fault: status(502, `{"message":"Server Error"}`), wantSends: 2},
+		{name: "GET reset after processing", method: "GET", fault: fault{ResetAfter: true}, wantSends: 2},
 		{name: "GET attempt timeout", method: "GET", fault: fault{Hang: true}, wantSends: 2},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newGitHubEnv(t, nil, func(time.Time) []fault { return []fault{tt.fault} })
-			// Real time: the attempt timeout is a context.WithTimeout.
-			// Long enough for any loaded machine to answer a fake.
-			e.r.Policy.AttemptTimeout = 300 * time.Millisecond
-			err := e.call(t, tt.method)
-			if (err != nil) != tt.wantFailure {
-				t.Fatalf("call error = %v, want failure %v", err, tt.wantFailure)
-			}
-			if n := len(e.proxy.Received()); n != tt.wantSends {
-				t.Errorf("server saw %d sends, want %d", n, tt.wantSends)
-			}
-			if n := e.fake.created(); n != tt.wantIssues {
-				t.Errorf("the fake created %d issues, want %d", n, tt.wantIssues)
-			}
-			if n := e.r.retries(); n != tt.wantSends-1 {
-				t.Errorf("OnRetry called %d times, want %d", n, tt.wantSends-1)
-			}
-			var re *retry.Error
-			if errors.As(err, &re) {
-				t.Errorf("a send that was not retried ended in %v, want the failure as it came", err)
-			}
-		})
+		for _, pr := range []proto{overHTTP, overH2} {
+			t.Run(tt.name+"/"+string(pr), func(t *testing.T) {
+				t.Parallel()
+				e := newGitHubEnv(t, pr, nil, func(time.Time) []fault { return []fault{tt.fault} })
+				if tt.fault.Hang {
+					// Real time: the attempt timeout is a context.WithTimeout.
+					// It must not end a TLS handshake on a loaded machine,
+					// which would be retried as a failure to connect.
+					e.r.Policy.AttemptTimeout = 2 * time.Second
+				}
+				err := e.call(t, tt.method)
+				if (err != nil) != tt.wantFailure {
+					t.Fatalf("call error = %v, want failure %v", err, tt.wantFailure)
+				}
+				got := e.proxy.Received()
+				if len(got) != tt.wantSends {
+					t.Errorf("server saw %d sends (%v), want %d", len(got), faults(got), tt.wantSends)
+				}
+				for i, g := range got {
+					if g.Proto != pr.wire() {
+						t.Errorf("send %d came over %s, want %s", i+1, g.Proto, pr.wire())
+					}
+				}
+				if n := e.fake.created(); n != tt.wantIssues {
+					t.Errorf("the fake created %d issues, want %d", n, tt.wantIssues)
+				}
+				if errs := e.r.retryErrs(); len(errs) != tt.wantSends-1 {
+					t.Errorf("OnRetry called %d times (%q), want %d", len(errs), errs, tt.wantSends-1)
+				}
+				var re *retry.Error
+				if errors.As(err, &re) {
+					t.Errorf("a send that was not retried ended in %v, want the failure as it came", err)
+				}
+			})
+		}
 	}
 }
 
@@ -380,7 +394,7 @@ func TestGitHubReplayableExcludesContents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			isPut := func(r *http.Request) bool { return r.Method == http.MethodPut }
-			e := newGitHubEnv(t, isPut, func(time.Time) []fault { return []fault{tt.fault} })
+			e := newGitHubEnv(t, overHTTP, isPut, func(time.Time) []fault { return []fault{tt.fault} })
 			e.r.Replayable = tt.replayable
 			err := tt.call(t, e.client)
 			if (err != nil) != tt.wantFailure {
@@ -408,7 +422,7 @@ func TestGitHubReplayableExcludesContents(t *testing.T) {
 func TestGitHubRetriesRunOut(t *testing.T) {
 	t.Parallel()
 	limited := status(429, secondaryLimitBody, "Retry-After", "1")
-	e := newGitHubEnv(t, nil, func(time.Time) []fault {
+	e := newGitHubEnv(t, overHTTP, nil, func(time.Time) []fault {
 		return []fault{limited, limited, limited, limited, limited, {}}
 	})
 	err := e.call(t, http.MethodPost)
@@ -437,7 +451,7 @@ func TestGitHubHostileReset(t *testing.T) {
 	for _, reset := range resets {
 		t.Run(reset, func(t *testing.T) {
 			t.Parallel()
-			e := newGitHubEnv(t, nil, func(now time.Time) []fault {
+			e := newGitHubEnv(t, overHTTP, nil, func(now time.Time) []fault {
 				f := rateLimited(403, now, 0)
 				f.Header["X-Ratelimit-Reset"] = []string{reset}
 				return []fault{f}

@@ -15,7 +15,7 @@ import (
 // retry, and the server still sees the request twice.
 func TestNetHTTPResendsOnItsOwn(t *testing.T) {
 	t.Parallel()
-	e := newGitHubEnv(t, nil, func(time.Time) []fault {
+	e := newGitHubEnv(t, overHTTP, nil, func(time.Time) []fault {
 		return []fault{{}, {ResetBefore: true}} // the first call warms the connection
 	})
 	e.r.Policy.MaxAttempts = 1

@@ -3,8 +3,6 @@ package interop_test
 import (
 	"bytes"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -36,15 +34,6 @@ type s3Env struct {
 	client  *s3.Client
 }
 
-// proto is how the S3 client reaches its server.
-type proto string
-
-const (
-	overHTTP  proto = "http"  // plain HTTP/1.1
-	overHTTPS proto = "https" // HTTP/1.1 over TLS
-	overH2    proto = "h2"    // HTTP/2 over TLS
-)
-
 // newS3Env starts the servers, speaking pr, with script applied to the
 // requests match accepts, and builds the client.
 func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...fault) *s3Env {
@@ -54,16 +43,12 @@ func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...
 		t.Fatal(err)
 	}
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
-	opts := proxyOpts{TLS: pr == overHTTPS, HTTP2: pr == overH2, Match: match, Check: checkSigV4}
+	opts := pr.opts()
+	opts.Match, opts.Check = match, checkSigV4
 	proxy := newFaultProxy(t, faker.Server(), opts, script...)
 
-	base := plainTransport() // ForceAttemptHTTP2: h2 when the server offers it
-	if pr != overHTTP {
-		pool := x509.NewCertPool()
-		pool.AddCert(proxy.Certificate())
-		base.TLSClientConfig = tlsConfig(pool)
-	}
-	r := newRetrier(t, base)
+	r := newRetrier()
+	r.setBase(t, transportFor(proxy))
 	client := s3.New(s3.Options{
 		Region:       s3Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(s3AccessKey, s3Secret, ""),
@@ -78,10 +63,6 @@ func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...
 	return &s3Env{proto: pr, proxy: proxy, backend: backend, r: r, client: client}
 }
 
-func tlsConfig(pool *x509.CertPool) *tls.Config {
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-}
-
 // put stores an object directly in the backend, past the proxy.
 func (e *s3Env) put(t *testing.T, key string, data []byte) {
 	t.Helper()
@@ -94,10 +75,7 @@ func (e *s3Env) put(t *testing.T, key string, data []byte) {
 // failed, or that came by another protocol than the one asked for.
 func (e *s3Env) checkSignatures(t *testing.T) {
 	t.Helper()
-	want := "HTTP/1.1"
-	if e.proto == overH2 {
-		want = "HTTP/2.0"
-	}
+	want := e.proto.wire()
 	for i, g := range e.proxy.Received() {
 		if g.CheckErr != nil {
 			t.Errorf("send %d (%s %s, %s): %v", i+1, g.Method, g.Path, g.Fault, g.CheckErr)

@@ -24,6 +24,19 @@ func newStripeClient(r *retrier, proxy *faultProxy) *stripe.Client {
 	return stripe.NewClient("sk_test_123", stripe.WithBackends(backends))
 }
 
+// newStripeEnv starts a faultProxy speaking pr in front of stripe-mock,
+// scripting customer creates, and a stripe-go client that reaches it
+// through a retry.Transport.
+func newStripeEnv(t *testing.T, pr proto, script ...fault) (*faultProxy, *retrier, *stripe.Client) {
+	t.Helper()
+	opts := pr.opts()
+	opts.Match = isCustomerCreate
+	proxy := newFaultProxy(t, stripeMockProxy(t), opts, script...)
+	r := newRetrier()
+	r.setBase(t, transportFor(proxy))
+	return proxy, r, newStripeClient(r, proxy)
+}
+
 // isCustomerCreate matches what the stripe tests script: creates.
 func isCustomerCreate(r *http.Request) bool {
 	return r.Method == http.MethodPost && r.URL.Path == "/v1/customers"
@@ -78,31 +91,36 @@ func TestStripeCreateSurvives(t *testing.T) {
 		wantFaults: []string{"status 409", "forward"},
 	}}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate}, tt.script...)
-			r := newRetrier(t, plainTransport())
-			sc := newStripeClient(r, proxy)
+		for _, pr := range []proto{overHTTP, overH2} {
+			t.Run(tt.name+"/"+string(pr), func(t *testing.T) {
+				t.Parallel()
+				proxy, r, sc := newStripeEnv(t, pr, tt.script...)
 
-			c, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{
-				Email: stripe.String("jenny@example.com"),
-				Name:  stripe.String("Jenny Rosen"),
+				c, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{
+					Email: stripe.String("jenny@example.com"),
+					Name:  stripe.String("Jenny Rosen"),
+				})
+				if err != nil {
+					t.Fatalf("Create: %v", err)
+				}
+				if c.ID == "" || c.Object != "customer" {
+					t.Errorf("Create returned %+v, want a customer", c)
+				}
+				got := proxy.Received()
+				if diff := cmp.Diff(tt.wantFaults, faults(got)); diff != "" {
+					t.Errorf("sends (-want +got):\n%s", diff)
+				}
+				sameKeyAndBody(t, got)
+				if diff := cmp.Diff(tt.wantSleeps, r.ft.Sleeps()); diff != "" {
+					t.Errorf("sleeps (-want +got):\n%s", diff)
+				}
+				for i, g := range got {
+					if g.Proto != pr.wire() {
+						t.Errorf("send %d came over %s, want %s", i+1, g.Proto, pr.wire())
+					}
+				}
 			})
-			if err != nil {
-				t.Fatalf("Create: %v", err)
-			}
-			if c.ID == "" || c.Object != "customer" {
-				t.Errorf("Create returned %+v, want a customer", c)
-			}
-			got := proxy.Received()
-			if diff := cmp.Diff(tt.wantFaults, faults(got)); diff != "" {
-				t.Errorf("sends (-want +got):\n%s", diff)
-			}
-			sameKeyAndBody(t, got)
-			if diff := cmp.Diff(tt.wantSleeps, r.ft.Sleeps()); diff != "" {
-				t.Errorf("sleeps (-want +got):\n%s", diff)
-			}
-		})
+		}
 	}
 }
 
@@ -125,10 +143,8 @@ func TestStripeShouldRetryFalseStops(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate},
+			proxy, r, sc := newStripeEnv(t, overHTTP,
 				status(tt.status, `{"error":{"type":"api_error","message":"replayed"}}`, tt.header...))
-			r := newRetrier(t, plainTransport())
-			sc := newStripeClient(r, proxy)
 
 			_, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{Email: stripe.String("a@example.com")})
 			var se *stripe.Error
@@ -154,10 +170,7 @@ func TestStripeShouldRetryFalseStops(t *testing.T) {
 // once. (stripe-go's own retrier would retry it.)
 func TestStripeConflictWithoutHeaderIsFinal(t *testing.T) {
 	t.Parallel()
-	proxy := newFaultProxy(t, stripeMockProxy(t), proxyOpts{Match: isCustomerCreate},
-		status(409, `{"error":{"type":"idempotency_error"}}`))
-	r := newRetrier(t, plainTransport())
-	sc := newStripeClient(r, proxy)
+	proxy, _, sc := newStripeEnv(t, overHTTP, status(409, `{"error":{"type":"idempotency_error"}}`))
 	_, err := sc.V1Customers.Create(t.Context(), &stripe.CustomerCreateParams{Email: stripe.String("a@example.com")})
 	var se *stripe.Error
 	if !errors.As(err, &se) || se.HTTPStatusCode != 409 {

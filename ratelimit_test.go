@@ -95,21 +95,25 @@ func TestIsRetryableServerWordAndRateLimits(t *testing.T) {
 	}
 }
 
-func TestTransportServerWordAndRateLimits(t *testing.T) {
+// statusCase is a request answered first by a scripted status, then 200.
+type statusCase struct {
+	name       string
+	method     string
+	header     http.Header // of the request
+	first      retrytest.Step
+	wantSends  int
+	wantStatus int
+	wantSleeps []time.Duration
+	wantHinted []bool
+}
+
+var keyedHeader = http.Header{"Idempotency-Key": {"k1"}}
+
+func TestTransportServerWord(t *testing.T) {
 	t.Parallel()
-	key := http.Header{"Idempotency-Key": {"k1"}}
-	tests := []struct {
-		name       string
-		method     string
-		header     http.Header // of the request
-		first      retrytest.Step
-		wantSends  int
-		wantStatus int
-		wantSleeps []time.Duration
-		wantHinted []bool
-	}{
+	runStatusCases(t, []statusCase{
 		{name: "keyed POST, 500 with Stripe-Should-Retry false, is not retried",
-			method: http.MethodPost, header: key,
+			method: http.MethodPost, header: keyedHeader,
 			first:     retrytest.Status(500, "Stripe-Should-Retry", "false"),
 			wantSends: 1, wantStatus: 500},
 		{name: "bare POST, 409 with Stripe-Should-Retry true, is re-sent",
@@ -121,6 +125,12 @@ func TestTransportServerWordAndRateLimits(t *testing.T) {
 			method:    http.MethodGet,
 			first:     retrytest.Status(503, "X-Should-Retry", "true", "Stripe-Should-Retry", "false"),
 			wantSends: 1, wantStatus: 503},
+	})
+}
+
+func TestTransportRateLimits(t *testing.T) {
+	t.Parallel()
+	runStatusCases(t, []statusCase{
 		{name: "429 with a reset an hour away comes back at once",
 			method: http.MethodGet,
 			first: retrytest.Status(429, "X-Ratelimit-Remaining", "0",
@@ -200,7 +210,13 @@ func TestTransportServerWordAndRateLimits(t *testing.T) {
 			method:    http.MethodGet,
 			first:     retrytest.Status(403, "X-Ratelimit-Remaining", "4", "X-Ratelimit-Reset", resetIn(time.Second)),
 			wantSends: 1, wantStatus: 403},
-	}
+	})
+}
+
+// runStatusCases sends each case's request through a Transport on fake
+// time and checks the sends, the status, the sleeps and their hints.
+func runStatusCases(t *testing.T, tests []statusCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

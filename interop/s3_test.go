@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/retrykit/retry"
 )
 
 const s3Bucket = "interop"
@@ -436,4 +438,29 @@ func concurrentUploads(t *testing.T, pr proto) {
 			t.Errorf("%s: stored %d bytes that differ from the payload", key, len(stored))
 		}
 	}
+}
+
+// TestS3GetObjectRetriesRunOut: when every attempt meets a 503, the last
+// response reaches the SDK, which makes its error of it.
+func TestS3GetObjectRetriesRunOut(t *testing.T) {
+	t.Parallel()
+	s503 := status(503, "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>")
+	e := newS3Env(t, overHTTP, objectPath("k"), s503, s503, s503, s503, s503)
+	e.put(t, "k", []byte("never read"))
+	_, err := e.client.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("k")})
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 503 {
+		t.Fatalf("GetObject error = %v, want the SDK's error for the last 503", err)
+	}
+	if !strings.Contains(err.Error(), "SlowDown") {
+		t.Errorf("GetObject error = %v, want the last response's body (SlowDown) read by the SDK", err)
+	}
+	if n := len(e.proxy.Received()); n != retry.DefaultMaxAttempts {
+		t.Errorf("server saw %d sends, want %d", n, retry.DefaultMaxAttempts)
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	if diff := cmp.Diff(want, e.r.ft.Sleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+	e.checkSignatures(t)
 }

@@ -85,6 +85,12 @@ func TestStripeCreateSurvives(t *testing.T) {
 		wantSleeps: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second},
 		wantFaults: []string{"status 503", "reset before", "status 429", "forward"},
 	}, {
+		// The server's word overrides the status rule, even on a 4xx.
+		name:       "400 with Stripe-Should-Retry: true",
+		script:     []fault{status(400, `{"error":{"type":"invalid_request_error"}}`, "Stripe-Should-Retry", "true")},
+		wantSleeps: []time.Duration{500 * time.Millisecond},
+		wantFaults: []string{"status 400", "forward"},
+	}, {
 		name:       "409 with Stripe-Should-Retry: true",
 		script:     []fault{status(409, `{"error":{"type":"idempotency_error"}}`, "Stripe-Should-Retry", "true")},
 		wantSleeps: []time.Duration{500 * time.Millisecond},

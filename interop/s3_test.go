@@ -47,7 +47,7 @@ func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
 	opts := pr.opts()
 	opts.Match, opts.Check = match, checkSigV4
-	proxy := newFaultProxy(t, faker.Server(), opts, script...)
+	proxy := newFaultProxy(t, dechunk(faker.Server()), opts, script...)
 
 	r := newRetrier()
 	r.setBase(t, transportFor(proxy))
@@ -58,9 +58,9 @@ func newS3Env(t *testing.T, pr proto, match func(*http.Request) bool, script ...
 		UsePathStyle: true,
 		HTTPClient:   r.client(),
 		Retryer:      aws.NopRetryer{}, // the SDK's retries off: the Transport retries
-		// gofakes3 does not read the aws-chunked encoding that carries a
-		// trailing checksum; ask for checksums only where S3 requires one.
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		// What config.LoadDefaultConfig gives: a checksum on every upload,
+		// over TLS in a trailer of the aws-chunked encoding.
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenSupported,
 	})
 	return &s3Env{proto: pr, proxy: proxy, backend: backend, r: r, client: client}
 }
@@ -206,14 +206,16 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 		name     string
 		proto    proto
 		seekable bool
+		onlyReq  bool // RequestChecksumCalculationWhenRequired: no trailing checksum
 	}{
 		// The SDK refuses an unseekable body over plain HTTP: it cannot
-		// hash it for the signature, and sends it UNSIGNED-PAYLOAD only
+		// hash it for the signature, and leaves the payload unsigned only
 		// over TLS.
 		{name: "unseekable over TLS", proto: overHTTPS},
 		{name: "unseekable over HTTP/2", proto: overH2},
 		{name: "seekable over TLS", proto: overHTTPS, seekable: true},
 		{name: "seekable over HTTP", proto: overHTTP, seekable: true},
+		{name: "unseekable over TLS, checksum when required", proto: overHTTPS, onlyReq: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,6 +232,10 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 			_, err := e.client.PutObject(t.Context(), &s3.PutObjectInput{
 				Bucket: aws.String(s3Bucket), Key: aws.String("big"),
 				Body: body, ContentLength: aws.Int64(size),
+			}, func(o *s3.Options) {
+				if tt.onlyReq {
+					o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+				}
 			})
 			if err != nil {
 				t.Fatalf("PutObject: %v", err)
@@ -240,25 +246,32 @@ func TestS3PutObjectSurvivesWithReplayBuffer(t *testing.T) {
 			if diff := cmp.Diff([]string{"early status 503", "status 503", "reset at 1048576", "forward"}, faults(got)); diff != "" {
 				t.Errorf("sends (-want +got):\n%s", diff)
 			}
-			for i, g := range got {
-				switch {
-				case g.Complete && !bytes.Equal(g.Body, payload):
-					t.Errorf("send %d: a full body of %d bytes that differs from the payload", i+1, len(g.Body))
-				case !g.Complete && !bytes.HasPrefix(payload, g.Body):
-					t.Errorf("send %d: a cut body of %d bytes that is not the payload's start", i+1, len(g.Body))
-				}
-			}
-			// Over TLS the SDK leaves the payload out of the signature;
-			// over plain HTTP it signs its hash, which the check compares
-			// with each full body that arrived.
-			wantHash := "UNSIGNED-PAYLOAD"
-			if tt.proto == overHTTP {
-				sum := sha256.Sum256(payload)
-				wantHash = hex.EncodeToString(sum[:])
+			// Over TLS the SDK leaves the payload out of the signature, and
+			// by default sends it aws-chunked with a trailing checksum
+			// (checked by dechunk); over plain HTTP it signs the payload's
+			// hash, which checkSigV4 compares with each full body.
+			sum := sha256.Sum256(payload)
+			wantHash, wantBody := hex.EncodeToString(sum[:]), payload
+			switch {
+			case tt.proto != overHTTP && tt.onlyReq:
+				wantHash = "UNSIGNED-PAYLOAD"
+			case tt.proto != overHTTP:
+				wantHash, wantBody = "STREAMING-UNSIGNED-PAYLOAD-TRAILER", nil
 			}
 			for i, g := range got {
 				if h := g.Header.Get("X-Amz-Content-Sha256"); h != wantHash {
 					t.Errorf("send %d: x-amz-content-sha256 %s, want %s", i+1, h, wantHash)
+				}
+				if g.Complete && wantBody == nil {
+					wantBody = g.Body // the encoding of the payload: every full send must repeat it
+				}
+			}
+			for i, g := range got {
+				switch {
+				case g.Complete && !bytes.Equal(g.Body, wantBody):
+					t.Errorf("send %d: a full body of %d bytes that differs from the first", i+1, len(g.Body))
+				case !g.Complete && !bytes.HasPrefix(wantBody, g.Body):
+					t.Errorf("send %d: a cut body of %d bytes that is not the full one's start", i+1, len(g.Body))
 				}
 			}
 			if n := e.r.retries(); n != 3 {
@@ -354,8 +367,8 @@ func earlyAnswerMidStream(t *testing.T, pr proto) {
 		t.Fatalf("PutObject: %v", err)
 	}
 	got := e.proxy.Received()
-	if n := len(got); n != 3 || !got[n-1].Complete || !bytes.Equal(got[n-1].Body, payload) {
-		t.Errorf("server saw %v, want two early 503s and one full send of the payload", faults(got))
+	if n := len(got); n != 3 || !got[n-1].Complete {
+		t.Errorf("server saw %v, want two early 503s and one full send", faults(got))
 	}
 	e.checkSignatures(t)
 	obj, err := e.backend.GetObject(s3Bucket, "mid", nil)
@@ -393,7 +406,8 @@ func concurrentUploads(t *testing.T, pr proto) {
 	}
 	isObject := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/"+s3Bucket+"/up-") }
 	e := newS3Env(t, pr, isObject, script...)
-	e.r.ReplayBuffer = size
+	// The aws-chunked encoding of a body is a little longer than the body.
+	e.r.ReplayBuffer = size + 4<<10
 	e.r.Policy.MaxAttempts = 2 * uploads // every fault may land on one upload
 
 	payloads := make(map[string][]byte)
@@ -416,13 +430,22 @@ func concurrentUploads(t *testing.T, pr proto) {
 		})
 	}
 	wg.Wait()
-	for i, g := range e.proxy.Received() {
-		p := payloads[strings.TrimPrefix(g.Path, "/"+s3Bucket+"/")]
+	// What was sent of each upload: its encoding (aws-chunked), the same
+	// on every full send, and a start of it on every cut one. Whether the
+	// encoding holds the payload, dechunk and the stored objects tell.
+	sent := make(map[string][]byte)
+	got := e.proxy.Received()
+	for _, g := range got {
+		if g.Complete && sent[g.Path] == nil {
+			sent[g.Path] = g.Body
+		}
+	}
+	for i, g := range got {
 		switch {
-		case g.Complete && !bytes.Equal(g.Body, p):
-			t.Errorf("send %d (%s): a full body that differs from its payload", i+1, g.Path)
-		case !g.Complete && !bytes.HasPrefix(p, g.Body):
-			t.Errorf("send %d (%s): a cut body that is not its payload's start", i+1, g.Path)
+		case g.Complete && !bytes.Equal(g.Body, sent[g.Path]):
+			t.Errorf("send %d (%s): a full body that differs from the first", i+1, g.Path)
+		case !g.Complete && !bytes.HasPrefix(sent[g.Path], g.Body):
+			t.Errorf("send %d (%s): a cut body that is not the full one's start", i+1, g.Path)
 		}
 	}
 	e.checkSignatures(t)

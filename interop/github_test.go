@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,6 +27,7 @@ type fakeGitHub struct {
 	issues  []string   // the titles of the issues created, in order
 	commits int        // the commits made by PUT /contents/
 	stars   int        // the PUTs that starred the repository
+	assets  [][]byte   // the release assets uploaded, in order
 }
 
 func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +61,17 @@ func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"commit": map[string]any{"sha": fmt.Sprintf("c%039d", n)}})
+	case r.Method == http.MethodPost && r.URL.Path == "/repos/octo/hello/releases/1/assets":
+		data, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		g.assets = append(g.assets, data)
+		n := len(g.assets)
+		g.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "name": r.URL.Query().Get("name"), "size": len(data)})
 	case r.Method == http.MethodPut && r.URL.Path == "/user/starred/octo/hello":
 		g.mu.Lock()
 		g.stars++
@@ -111,6 +124,7 @@ func newGitHubEnv(t *testing.T, pr proto, match func(*http.Request) bool, script
 		t.Fatal(err)
 	}
 	e.client.BaseURL = base
+	e.client.UploadURL = base
 	return e
 }
 

@@ -132,38 +132,7 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Unlock()
 
-	rec := received{Method: r.Method, Path: r.URL.Path, Proto: r.Proto, Header: r.Header.Clone()}
-	var err error
-	if f.Early {
-		// Nothing read: the body stays in the client, or on the wire.
-	} else if f.ResetAt > 0 {
-		rec.Body, err = io.ReadAll(io.LimitReader(r.Body, f.ResetAt))
-		rec.Complete = false
-	} else {
-		rec.Body, err = io.ReadAll(r.Body)
-		rec.Complete = err == nil && (r.ContentLength < 0 || int64(len(rec.Body)) == r.ContentLength)
-	}
-	if p.check != nil {
-		rec.CheckErr = p.check(r, rec.Body, rec.Complete)
-	}
-	switch {
-	case err != nil:
-		rec.Fault = "client broke off: " + err.Error()
-	case f.ResetAt > 0:
-		rec.Fault = "reset at " + strconv.FormatInt(f.ResetAt, 10)
-	case f.ResetBefore:
-		rec.Fault = "reset before"
-	case f.ResetAfter:
-		rec.Fault = "reset after"
-	case f.Hang:
-		rec.Fault = "hang"
-	case f.Early:
-		rec.Fault = "early status " + strconv.Itoa(f.Status)
-	case f.Status != 0:
-		rec.Fault = "status " + strconv.Itoa(f.Status)
-	default:
-		rec.Fault = "forward"
-	}
+	rec, err := p.read(r, f)
 	p.mu.Lock()
 	p.got = append(p.got, rec)
 	p.mu.Unlock()
@@ -188,6 +157,48 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(rec.Body))
 		p.backend.ServeHTTP(w, r)
 	}
+}
+
+// read reads as much of r's body as f says and records it; err reports a
+// client that broke off while sending.
+func (p *faultProxy) read(r *http.Request, f fault) (rec received, err error) {
+	rec = received{Method: r.Method, Path: r.URL.Path, Proto: r.Proto, Header: r.Header.Clone()}
+	switch {
+	case f.Early:
+		// Nothing read: the body stays in the client, or on the wire.
+	case f.ResetAt > 0:
+		rec.Body, err = io.ReadAll(io.LimitReader(r.Body, f.ResetAt))
+	default:
+		rec.Body, err = io.ReadAll(r.Body)
+		rec.Complete = err == nil && (r.ContentLength < 0 || int64(len(rec.Body)) == r.ContentLength)
+	}
+	if p.check != nil {
+		rec.CheckErr = p.check(r, rec.Body, rec.Complete)
+	}
+	rec.Fault = f.String()
+	if err != nil {
+		rec.Fault = "client broke off: " + err.Error()
+	}
+	return rec, err
+}
+
+// String says what the proxy does for f, as received.Fault records it.
+func (f fault) String() string {
+	switch {
+	case f.ResetAt > 0:
+		return "reset at " + strconv.FormatInt(f.ResetAt, 10)
+	case f.ResetBefore:
+		return "reset before"
+	case f.ResetAfter:
+		return "reset after"
+	case f.Hang:
+		return "hang"
+	case f.Early:
+		return "early status " + strconv.Itoa(f.Status)
+	case f.Status != 0:
+		return "status " + strconv.Itoa(f.Status)
+	}
+	return "forward"
 }
 
 // reset drops the connection of w with a TCP reset (under TLS, the TCP

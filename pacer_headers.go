@@ -1,0 +1,448 @@
+package retry
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file reads the rate-limit headers the Pacer learns from. Each parser
+// is a pure function of a response's header (and, where the server sends
+// absolute times, of the instant the response is read), so that each can be
+// tested and fuzzed alone. A value that cannot be true is dropped, never
+// believed: a bad header must not stop a key (or worse, every key) for long.
+
+// maxPacerReset is the furthest reset, window or Retry-After the Pacer
+// believes. Every rate limit the formats below describe refills within a
+// day; a later time is a broken server or a hostile one.
+const maxPacerReset = 24 * time.Hour
+
+// limitKind says how a limit refills.
+type limitKind uint8
+
+const (
+	kindNone   limitKind = iota // nothing believable was said
+	kindBucket                  // a token bucket refilling continuously at rate
+	kindWindow                  // a fixed window: remaining until reset, then the whole limit
+)
+
+// limitObs is what one response says about one dimension (requests or
+// tokens) of a limit.
+type limitObs struct {
+	kind      limitKind
+	limit     float64       // the bucket's size, or the window's quota; > 0
+	remaining float64       // what is left now, in [0, limit]
+	reset     time.Duration // bucket: until full again; window: until it ends; in [0, maxPacerReset]
+	rate      float64       // bucket: units per second when the format says (IETF q/w); 0: derive
+	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
+}
+
+// rateObs is what one response says about its key's limits.
+type rateObs struct {
+	requests, tokens limitObs
+	resource         string // GitHub's x-ratelimit-resource: which of its limits this is
+}
+
+// empty reports an observation that teaches nothing.
+func (o *rateObs) empty() bool {
+	return o.requests.kind == kindNone && o.tokens.kind == kindNone
+}
+
+// parseRateHeaders reads every format the Pacer knows from h. When a
+// response carries more than one format, the first that says anything
+// about a dimension wins, in this order: Anthropic's and OpenAI's names
+// (which cannot be mistaken for anything else), the IETF RateLimit fields,
+// the older RateLimit-* fields, then GitHub's, whose bare x-ratelimit-*
+// names gateways also use loosely. now dates absolute times when the
+// response has no valid Date header.
+func parseRateHeaders(h http.Header, now time.Time) rateObs {
+	var o rateObs
+	if len(h) == 0 {
+		return o
+	}
+	merge := func(p rateObs) {
+		if o.requests.kind == kindNone {
+			o.requests = p.requests
+		}
+		if o.tokens.kind == kindNone {
+			o.tokens = p.tokens
+		}
+		if o.resource == "" {
+			o.resource = p.resource
+		}
+	}
+	merge(parseAnthropic(h, now))
+	merge(parseOpenAI(h))
+	merge(parseIETF(h))
+	merge(parseIETFLegacy(h))
+	merge(parseGitHub(h, now))
+	return o
+}
+
+// parseOpenAI reads OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}.
+// The resets are the time until the bucket is full again, written as Go
+// durations ("1s", "6m0s", "12ms", "1m30.5s"); Azure OpenAI sends plain
+// seconds. The limits are token buckets refilling continuously.
+func parseOpenAI(h http.Header) rateObs {
+	return rateObs{
+		requests: openAIDim(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"),
+		tokens:   openAIDim(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"),
+	}
+}
+
+func openAIDim(h http.Header, limitKey, remainingKey, resetKey string) limitObs {
+	limit, ok1 := headerCount(h, limitKey)
+	remaining, ok2 := headerCount(h, remainingKey)
+	v, ok3 := headerValue(h, resetKey)
+	if !ok1 || !ok2 || !ok3 {
+		return limitObs{}
+	}
+	reset, ok := parseResetDuration(v)
+	if !ok {
+		return limitObs{}
+	}
+	return bucketObs(limit, remaining, reset, 0, 0)
+}
+
+// parseResetDuration reads a reset written as a Go duration ("6m0s") or as
+// plain seconds ("20", "0.5").
+func parseResetDuration(v string) (time.Duration, bool) {
+	if d, ok := parseDecimal(v, float64(time.Second)); ok {
+		return d, d <= maxPacerReset
+	}
+	if len(v) > 64 || v[0] == '-' || v[0] == '+' {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d >= 0 && d <= maxPacerReset
+}
+
+// anthropicDims are Anthropic's dimensions for tokens, in order of
+// preference: the combined limit when it is sent, else the input tokens,
+// which is what a request's Cost can know before it is sent.
+var anthropicTokenDims = [...]string{"Tokens", "Input-Tokens"}
+
+// parseAnthropic reads anthropic-ratelimit-{requests,tokens,input-tokens}-{limit,remaining,reset}.
+// The resets are RFC 3339 times at which the bucket is full again; they are
+// read relative to the response's Date header, so that a skew between the
+// server's clock and ours cancels out (now stands in for a missing Date).
+func parseAnthropic(h http.Header, now time.Time) rateObs {
+	date := responseDate(h, now)
+	o := rateObs{requests: anthropicDim(h, "Requests", date)}
+	for _, d := range anthropicTokenDims {
+		if o.tokens = anthropicDim(h, d, date); o.tokens.kind != kindNone {
+			break
+		}
+	}
+	return o
+}
+
+func anthropicDim(h http.Header, dim string, date time.Time) limitObs {
+	prefix := "Anthropic-Ratelimit-" + dim
+	limit, ok1 := headerCount(h, prefix+"-Limit")
+	remaining, ok2 := headerCount(h, prefix+"-Remaining")
+	v, ok3 := headerValue(h, prefix+"-Reset")
+	if !ok1 || !ok2 || !ok3 || len(v) > 64 {
+		return limitObs{}
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return limitObs{}
+	}
+	reset := max(at.Sub(date), 0) // a reset already past: full now
+	if reset > maxPacerReset {
+		return limitObs{}
+	}
+	var slack time.Duration
+	if at.Nanosecond() == 0 {
+		slack = time.Second // second precision, and Date has no more
+	}
+	return bucketObs(limit, remaining, reset, 0, slack)
+}
+
+// parseGitHub reads GitHub's x-ratelimit-{limit,remaining,reset,resource}.
+// The reset is when the current fixed window ends, in Unix seconds, read
+// relative to the response's Date. GitHub counts requests only.
+func parseGitHub(h http.Header, now time.Time) rateObs {
+	limit, ok1 := headerCount(h, "X-Ratelimit-Limit")
+	remaining, ok2 := headerCount(h, "X-Ratelimit-Remaining")
+	secs, ok3 := headerCount(h, "X-Ratelimit-Reset")
+	if !ok1 || !ok2 || !ok3 || secs > 1<<40 {
+		return rateObs{}
+	}
+	date := responseDate(h, now)
+	reset := max(time.Unix(int64(secs), 0).Sub(date), 0)
+	if reset > maxPacerReset {
+		return rateObs{}
+	}
+	resource, _ := headerValue(h, "X-Ratelimit-Resource")
+	if len(resource) > 64 {
+		resource = ""
+	}
+	return rateObs{requests: windowObs(limit, remaining, reset, time.Second), resource: resource}
+}
+
+// parseIETFLegacy reads the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset fields of the earlier drafts of
+// draft-ietf-httpapi-ratelimit-headers, which many gateways still send. The
+// reset is delta-seconds until the window's quota returns. A limit may name
+// its window ("100, 100;w=60"); then it refills at limit per window.
+func parseIETFLegacy(h http.Header) rateObs {
+	lv, ok1 := headerValue(h, "Ratelimit-Limit")
+	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
+	secs, ok3 := headerCount(h, "Ratelimit-Reset")
+	if !ok1 || !ok2 || !ok3 {
+		return rateObs{}
+	}
+	var limit, w float64
+	ok := false
+	// The first member is the limit in force; the later ones describe
+	// quota policies, one of which gives its window.
+	sfList(lv, func(it sfItem) bool {
+		if !ok {
+			limit, ok = it.num, it.isNum
+		}
+		if it.isNum && it.num == limit {
+			w = it.param("w")
+		}
+		return ok && w == 0
+	})
+	reset := time.Duration(secs * float64(time.Second))
+	if !ok || secs > maxPacerReset.Seconds() {
+		return rateObs{}
+	}
+	if w > 0 && w <= maxPacerReset.Seconds() {
+		return rateObs{requests: bucketObs(limit, remaining, reset, limit/w, time.Second)}
+	}
+	return rateObs{requests: windowObs(limit, remaining, reset, time.Second)}
+}
+
+// parseIETF reads the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers: structured-field lists of named
+// policies, each a quota q of unit qu ("requests" when absent) per window
+// of w seconds, and for each, r units available now and t seconds until the
+// quota resets. A unit of "tokens", which LLM gateways use, counts as
+// tokens; other units are not paced. Where several policies bind one
+// dimension, the one with the least available wins. The partition key pk
+// is not read: Pacer.Key says which requests share a limit.
+func parseIETF(h http.Header) rateObs {
+	pv, ok1 := headerJoined(h, "Ratelimit-Policy")
+	rv, ok2 := headerJoined(h, "Ratelimit")
+	if !ok1 || !ok2 {
+		return rateObs{}
+	}
+	type policy struct {
+		name    string
+		q, w    float64
+		dim     int // 0 requests, 1 tokens, -1 not paced
+		visited bool
+	}
+	var policies [8]policy // more policies than this are not read
+	n := 0
+	sfList(pv, func(it sfItem) bool {
+		p := policy{name: it.name, q: it.param("q"), w: it.param("w")}
+		switch it.strParam("qu") {
+		case "", "requests":
+		case "tokens":
+			p.dim = 1
+		default:
+			p.dim = -1
+		}
+		policies[n] = p
+		n++
+		return n < len(policies)
+	})
+	var o rateObs
+	sfList(rv, func(it sfItem) bool {
+		for i := range policies[:n] {
+			p := &policies[i]
+			if p.name != it.name || p.dim < 0 || p.visited {
+				continue
+			}
+			p.visited = true
+			r, t := it.param("r"), it.param("t")
+			if _, ok := it.rawParam("r"); !ok || t > maxPacerReset.Seconds() {
+				break
+			}
+			var obs limitObs
+			if p.w > 0 && p.w <= maxPacerReset.Seconds() {
+				obs = bucketObs(p.q, r, time.Duration(t*float64(time.Second)), p.q/p.w, time.Second)
+			} else {
+				obs = windowObs(p.q, r, time.Duration(t*float64(time.Second)), time.Second)
+			}
+			dst := &o.requests
+			if p.dim == 1 {
+				dst = &o.tokens
+			}
+			if obs.kind != kindNone && (dst.kind == kindNone || obs.remaining < dst.remaining) {
+				*dst = obs
+			}
+		}
+		return true
+	})
+	return o
+}
+
+// bucketObs checks a token bucket's numbers: a limit of 0 or less, a
+// remaining above it, or a reset out of range cannot be true.
+func bucketObs(limit, remaining float64, reset time.Duration, rate float64, slack time.Duration) limitObs {
+	if !sane(limit, remaining, reset) || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+		return limitObs{}
+	}
+	return limitObs{kind: kindBucket, limit: limit, remaining: remaining, reset: reset, rate: rate, slack: slack}
+}
+
+// windowObs is bucketObs for a fixed window.
+func windowObs(limit, remaining float64, reset, slack time.Duration) limitObs {
+	if !sane(limit, remaining, reset) {
+		return limitObs{}
+	}
+	return limitObs{kind: kindWindow, limit: limit, remaining: remaining, reset: reset, slack: slack}
+}
+
+func sane(limit, remaining float64, reset time.Duration) bool {
+	return limit > 0 && limit <= 1e15 && remaining >= 0 && remaining <= limit &&
+		reset >= 0 && reset <= maxPacerReset
+}
+
+// headerCount reads a header holding a non-negative decimal number. Signs,
+// exponents, "Inf" and "NaN" are refused.
+func headerCount(h http.Header, k string) (float64, bool) {
+	v, ok := headerValue(h, k)
+	if !ok {
+		return 0, false
+	}
+	return parseNumber(v)
+}
+
+// parseNumber reads digits with at most one decimal point, as parseDecimal
+// does, up to 1e15: larger counts are no limit any server keeps.
+func parseNumber(s string) (float64, bool) {
+	if len(s) > 32 {
+		return 0, false
+	}
+	digits, dots := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+			dots++
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || dots > 1 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil && f <= 1e15
+}
+
+// responseDate returns the response's Date, or now when it has none.
+func responseDate(h http.Header, now time.Time) time.Time {
+	if v, ok := headerValue(h, "Date"); ok && len(v) <= 64 {
+		if t, err := http.ParseTime(v); err == nil {
+			return t
+		}
+	}
+	return now
+}
+
+// headerJoined returns all the values of k joined by commas, as a
+// structured-field list may be split across lines (RFC 9651, section 3.1).
+func headerJoined(h http.Header, k string) (string, bool) {
+	vs := h[k]
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	}
+	return strings.Join(vs, ","), true
+}
+
+// sfItem is one member of a structured-field list (RFC 9651), reduced to
+// what rate-limit fields use: a name (a string or a token) or a number, and
+// parameters with numeric or string values.
+type sfItem struct {
+	name  string
+	num   float64
+	isNum bool
+	raw   string // the parameters, ";k=v;k=v", read on demand
+}
+
+// param returns the numeric parameter k (a single letter is enough for the
+// fields read here, but any key is accepted), or 0.
+func (it sfItem) param(k string) float64 {
+	v, ok := it.rawParam(k)
+	if !ok {
+		return 0
+	}
+	n, _ := parseNumber(v)
+	return n
+}
+
+// strParam returns the string or token parameter k, unquoted, or "".
+func (it sfItem) strParam(k string) string {
+	v, _ := it.rawParam(k)
+	return strings.Trim(v, `"`)
+}
+
+func (it sfItem) rawParam(k string) (string, bool) {
+	rest := it.raw
+	for rest != "" {
+		var p string
+		p, rest, _ = strings.Cut(rest, ";")
+		name, val, _ := strings.Cut(p, "=")
+		if strings.TrimSpace(name) == k {
+			return strings.TrimSpace(val), true
+		}
+	}
+	return "", false
+}
+
+// sfList calls f for each member of the structured-field list v, in order,
+// until f returns false. It is lenient where the fields' senders are
+// (white space, missing quotes) and never fails: a member it cannot read is
+// passed with an empty name. At most 64 members are read.
+func sfList(v string, f func(sfItem) bool) {
+	for i := 0; i < 64 && v != ""; i++ {
+		var m string
+		m, v, _ = cutOutsideQuotes(v, ',')
+		m = strings.TrimSpace(m)
+		head, params, _ := strings.Cut(m, ";")
+		it := sfItem{raw: params}
+		head = strings.TrimSpace(head)
+		if n, ok := parseNumber(head); ok {
+			it.num, it.isNum = n, true
+		} else {
+			it.name = strings.Trim(head, `"`)
+		}
+		if !f(it) {
+			return
+		}
+	}
+}
+
+// cutOutsideQuotes is strings.Cut that skips sep inside a quoted string.
+func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			quoted = !quoted
+		case '\\':
+			if quoted {
+				i++
+			}
+		case sep:
+			if !quoted {
+				return s[:i], s[i+1:], true
+			}
+		}
+	}
+	return s, "", false
+}

@@ -143,6 +143,10 @@ type loop struct {
 	attempt int       // attempts begun
 	began   int64     // when the current attempt began, a monoNow reading
 	last    error     // the last retryable error
+
+	// paced is the total of the Pacer's waits so far, for a report of
+	// the call's end.
+	paced time.Duration
 }
 
 func (l *loop) init(ctx context.Context, p *Policy) error {
@@ -181,7 +185,7 @@ func (l *loop) begin() (time.Duration, error) {
 	// which begins as the call does. With the real clock, the same reading
 	// starts the attempt's timeout, which always runs in real time.
 	remaining := l.p.deadline()
-	if l.attempt == 0 {
+	if l.attempt == 0 && l.paced == 0 {
 		l.began = l.mono
 	} else {
 		var elapsed time.Duration

@@ -71,6 +71,12 @@ type Transport struct {
 	// long stream that keeps delivering, such as server-sent events. Zero
 	// means no limit.
 	BodyIdleTimeout time.Duration
+
+	// Pacer, when set, spaces the attempts of every caller that shares it
+	// by the rate limits its servers report (see Pacer): each attempt
+	// waits for it first, and each response teaches it. Nil means no
+	// pacing.
+	Pacer *Pacer
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -113,6 +119,7 @@ type call struct {
 	reuse  bool          // an attempt that ends without cancelling may be followed on its exchange
 	x      *exchange     // kept for the next attempt; released if none follows
 	spare  *StatusError  // the error of a status retried, which no caller has seen: reusable
+	pt     paceTicket    // the current attempt's reservation with the Pacer
 }
 
 func (c *call) init() error {
@@ -142,7 +149,7 @@ func (c *call) init() error {
 func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	x := c.x
 	c.x = nil
-	timeout, err := c.l.begin()
+	timeout, err := c.begin() // waits for the Pacer first
 	if err != nil {
 		if x != nil {
 			x.ctx.release()
@@ -161,6 +168,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	} else {
 		if c.l.attempt > 1 {
 			if c.body, err = nextBody(c.req); err != nil {
+				c.learn(nil, err)
 				return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
 					c.l.attempt, err, c.l.last)
 			}
@@ -178,6 +186,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}
+	c.learn(resp, err)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close() // a base that broke the contract

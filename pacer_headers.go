@@ -73,9 +73,16 @@ func parseRateHeaders(h http.Header, now time.Time) rateObs {
 			o.resource = p.resource
 		}
 	}
-	merge(parseAnthropic(h, now))
-	merge(parseOpenAI(h))
-	merge(parseIETF(h))
+	full := func() bool { return o.requests.kind != kindNone && o.tokens.kind != kindNone }
+	if merge(parseAnthropic(h, now)); full() {
+		return o
+	}
+	if merge(parseOpenAI(h)); full() {
+		return o
+	}
+	if merge(parseIETF(h)); full() {
+		return o
+	}
 	merge(parseIETFLegacy(h))
 	merge(parseGitHub(h, now))
 	return o
@@ -86,6 +93,9 @@ func parseRateHeaders(h http.Header, now time.Time) rateObs {
 // durations ("1s", "6m0s", "12ms", "1m30.5s"); Azure OpenAI sends plain
 // seconds. The limits are token buckets refilling continuously.
 func parseOpenAI(h http.Header) rateObs {
+	if len(h["X-Ratelimit-Limit-Requests"]) == 0 && len(h["X-Ratelimit-Limit-Tokens"]) == 0 {
+		return rateObs{}
+	}
 	return rateObs{
 		requests: openAIDim(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"),
 		tokens:   openAIDim(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"),
@@ -119,31 +129,38 @@ func parseResetDuration(v string) (time.Duration, bool) {
 	return d, err == nil && d >= 0 && d <= maxPacerReset
 }
 
-// anthropicDims are Anthropic's dimensions for tokens, in order of
-// preference: the combined limit when it is sent, else the input tokens,
-// which is what a request's Cost can know before it is sent.
-var anthropicTokenDims = [...]string{"Tokens", "Input-Tokens"}
+// anthropicKeys are the header names of Anthropic's dimensions, written
+// out so that reading them builds no string: requests, then the tokens
+// dimensions in order of preference (the combined limit when it is sent,
+// else the input tokens, which is what a request's Cost can know before it
+// is sent).
+var anthropicKeys = [...][3]string{
+	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+	{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
+}
 
 // parseAnthropic reads anthropic-ratelimit-{requests,tokens,input-tokens}-{limit,remaining,reset}.
 // The resets are RFC 3339 times at which the bucket is full again; they are
 // read relative to the response's Date header, so that a skew between the
 // server's clock and ours cancels out (now stands in for a missing Date).
 func parseAnthropic(h http.Header, now time.Time) rateObs {
+	var o rateObs
+	if len(h[anthropicKeys[0][0]]) == 0 && len(h[anthropicKeys[1][0]]) == 0 && len(h[anthropicKeys[2][0]]) == 0 {
+		return o // the common case: not Anthropic
+	}
 	date := responseDate(h, now)
-	o := rateObs{requests: anthropicDim(h, "Requests", date)}
-	for _, d := range anthropicTokenDims {
-		if o.tokens = anthropicDim(h, d, date); o.tokens.kind != kindNone {
-			break
-		}
+	o.requests = anthropicDim(h, &anthropicKeys[0], date)
+	for i := 1; i < len(anthropicKeys) && o.tokens.kind == kindNone; i++ {
+		o.tokens = anthropicDim(h, &anthropicKeys[i], date)
 	}
 	return o
 }
 
-func anthropicDim(h http.Header, dim string, date time.Time) limitObs {
-	prefix := "Anthropic-Ratelimit-" + dim
-	limit, ok1 := headerCount(h, prefix+"-Limit")
-	remaining, ok2 := headerCount(h, prefix+"-Remaining")
-	v, ok3 := headerValue(h, prefix+"-Reset")
+func anthropicDim(h http.Header, keys *[3]string, date time.Time) limitObs {
+	limit, ok1 := headerCount(h, keys[0])
+	remaining, ok2 := headerCount(h, keys[1])
+	v, ok3 := headerValue(h, keys[2])
 	if !ok1 || !ok2 || !ok3 || len(v) > 64 {
 		return limitObs{}
 	}
@@ -166,6 +183,9 @@ func anthropicDim(h http.Header, dim string, date time.Time) limitObs {
 // The reset is when the current fixed window ends, in Unix seconds, read
 // relative to the response's Date. GitHub counts requests only.
 func parseGitHub(h http.Header, now time.Time) rateObs {
+	if len(h["X-Ratelimit-Limit"]) == 0 {
+		return rateObs{}
+	}
 	limit, ok1 := headerCount(h, "X-Ratelimit-Limit")
 	remaining, ok2 := headerCount(h, "X-Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "X-Ratelimit-Reset")
@@ -190,6 +210,9 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 // reset is delta-seconds until the window's quota returns. A limit may name
 // its window ("100, 100;w=60"); then it refills at limit per window.
 func parseIETFLegacy(h http.Header) rateObs {
+	if len(h["Ratelimit-Limit"]) == 0 {
+		return rateObs{}
+	}
 	lv, ok1 := headerValue(h, "Ratelimit-Limit")
 	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "Ratelimit-Reset")
@@ -200,15 +223,18 @@ func parseIETFLegacy(h http.Header) rateObs {
 	ok := false
 	// The first member is the limit in force; the later ones describe
 	// quota policies, one of which gives its window.
-	sfList(lv, func(it sfItem) bool {
+	list := sfList{rest: lv}
+	var it sfItem
+	for w == 0 && list.next(&it) {
 		if !ok {
-			limit, ok = it.num, it.isNum
+			if limit, ok = it.num, it.isNum; !ok {
+				break
+			}
 		}
 		if it.isNum && it.num == limit {
 			w = it.param("w")
 		}
-		return ok && w == 0
-	})
+	}
 	reset := time.Duration(secs * float64(time.Second))
 	if !ok || secs > maxPacerReset.Seconds() {
 		return rateObs{}
@@ -241,7 +267,8 @@ func parseIETF(h http.Header) rateObs {
 	}
 	var policies [8]policy // more policies than this are not read
 	n := 0
-	sfList(pv, func(it sfItem) bool {
+	var it sfItem
+	for list := (sfList{rest: pv}); n < len(policies) && list.next(&it); n++ {
 		p := policy{name: it.name, q: it.param("q"), w: it.param("w")}
 		switch it.strParam("qu") {
 		case "", "requests":
@@ -251,11 +278,9 @@ func parseIETF(h http.Header) rateObs {
 			p.dim = -1
 		}
 		policies[n] = p
-		n++
-		return n < len(policies)
-	})
+	}
 	var o rateObs
-	sfList(rv, func(it sfItem) bool {
+	for list := (sfList{rest: rv}); list.next(&it); {
 		for i := range policies[:n] {
 			p := &policies[i]
 			if p.name != it.name || p.dim < 0 || p.visited {
@@ -280,8 +305,7 @@ func parseIETF(h http.Header) rateObs {
 				*dst = obs
 			}
 		}
-		return true
-	})
+	}
 	return o
 }
 
@@ -337,18 +361,60 @@ func parseNumber(s string) (float64, bool) {
 	if digits == 0 || dots > 1 {
 		return 0, false
 	}
+	if dots == 0 && digits <= 15 { // the common case, without strconv
+		var n int64
+		for i := 0; i < len(s); i++ {
+			n = n*10 + int64(s[i]-'0')
+		}
+		return float64(n), true
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	return f, err == nil && f <= 1e15
 }
 
 // responseDate returns the response's Date, or now when it has none.
 func responseDate(h http.Header, now time.Time) time.Time {
-	if v, ok := headerValue(h, "Date"); ok && len(v) <= 64 {
-		if t, err := http.ParseTime(v); err == nil {
-			return t
-		}
+	v, ok := headerValue(h, "Date")
+	if !ok || len(v) > 64 {
+		return now
+	}
+	if t, ok := parseIMFFixdate(v); ok {
+		return t
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t
 	}
 	return now
+}
+
+// imfMonths are the months of an IMF-fixdate, three letters each.
+const imfMonths = "JanFebMarAprMayJunJulAugSepOctNovDec"
+
+// parseIMFFixdate reads "Mon, 02 Jan 2006 15:04:05 GMT", the only form of
+// date a server may send today (RFC 9110, section 5.6.7), without the cost
+// of time.Parse; other forms are left to http.ParseTime.
+func parseIMFFixdate(v string) (time.Time, bool) {
+	if len(v) != 29 || v[3] != ',' || v[4] != ' ' || v[7] != ' ' || v[11] != ' ' || v[16] != ' ' ||
+		v[19] != ':' || v[22] != ':' || v[25:] != " GMT" {
+		return time.Time{}, false
+	}
+	num := func(s string) int {
+		n := 0
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return -1
+			}
+			n = n*10 + int(s[i]-'0')
+		}
+		return n
+	}
+	day, year, hh, mm, ss := num(v[5:7]), num(v[12:16]), num(v[17:19]), num(v[20:22]), num(v[23:25])
+	month := strings.Index(imfMonths, v[8:11])
+	if day < 1 || day > 31 || year < 0 || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60 ||
+		month < 0 || month%3 != 0 {
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month/3+1), day, hh, mm, ss, 0, time.UTC), true
 }
 
 // headerJoined returns all the values of k joined by commas, as a
@@ -366,65 +432,71 @@ func headerJoined(h http.Header, k string) (string, bool) {
 
 // sfItem is one member of a structured-field list (RFC 9651), reduced to
 // what rate-limit fields use: a name (a string or a token) or a number, and
-// parameters with numeric or string values.
+// up to eight parameters, split once.
 type sfItem struct {
 	name  string
 	num   float64
 	isNum bool
-	raw   string // the parameters, ";k=v;k=v", read on demand
+	n     int
+	keys  [8]string
+	vals  [8]string
 }
 
-// param returns the numeric parameter k (a single letter is enough for the
-// fields read here, but any key is accepted), or 0.
-func (it sfItem) param(k string) float64 {
-	v, ok := it.rawParam(k)
-	if !ok {
-		return 0
-	}
+// param returns the numeric parameter k, or 0.
+func (it *sfItem) param(k string) float64 {
+	v, _ := it.rawParam(k)
 	n, _ := parseNumber(v)
 	return n
 }
 
 // strParam returns the string or token parameter k, unquoted, or "".
-func (it sfItem) strParam(k string) string {
+func (it *sfItem) strParam(k string) string {
 	v, _ := it.rawParam(k)
 	return strings.Trim(v, `"`)
 }
 
-func (it sfItem) rawParam(k string) (string, bool) {
-	rest := it.raw
-	for rest != "" {
-		var p string
-		p, rest, _ = strings.Cut(rest, ";")
-		name, val, _ := strings.Cut(p, "=")
-		if strings.TrimSpace(name) == k {
-			return strings.TrimSpace(val), true
+func (it *sfItem) rawParam(k string) (string, bool) {
+	for i := range it.n {
+		if it.keys[i] == k {
+			return it.vals[i], true
 		}
 	}
 	return "", false
 }
 
-// sfList calls f for each member of the structured-field list v, in order,
-// until f returns false. It is lenient where the fields' senders are
-// (white space, missing quotes) and never fails: a member it cannot read is
-// passed with an empty name. At most 64 members are read.
-func sfList(v string, f func(sfItem) bool) {
-	for i := 0; i < 64 && v != ""; i++ {
-		var m string
-		m, v, _ = cutOutsideQuotes(v, ',')
-		m = strings.TrimSpace(m)
-		head, params, _ := strings.Cut(m, ";")
-		it := sfItem{raw: params}
-		head = strings.TrimSpace(head)
-		if n, ok := parseNumber(head); ok {
-			it.num, it.isNum = n, true
-		} else {
-			it.name = strings.Trim(head, `"`)
-		}
-		if !f(it) {
-			return
-		}
+// sfList reads the members of a structured-field list, in order. It is
+// lenient where the fields' senders are (white space, missing quotes) and
+// never fails: a member it cannot read comes with an empty name. At most
+// 64 members are read.
+type sfList struct {
+	rest string
+	read int
+}
+
+// next reads the next member into it, and reports whether there was one.
+func (l *sfList) next(it *sfItem) bool {
+	if l.rest == "" || l.read >= 64 {
+		return false
 	}
+	l.read++
+	var m string
+	m, l.rest, _ = cutOutsideQuotes(l.rest, ',')
+	*it = sfItem{}
+	head, params, more := cutOutsideQuotes(m, ';')
+	head = strings.TrimSpace(head)
+	if n, ok := parseNumber(head); ok {
+		it.num, it.isNum = n, true
+	} else {
+		it.name = strings.Trim(head, `"`)
+	}
+	for more && it.n < len(it.keys) {
+		var p string
+		p, params, more = cutOutsideQuotes(params, ';')
+		k, val, _ := strings.Cut(p, "=")
+		it.keys[it.n], it.vals[it.n] = strings.TrimSpace(k), strings.TrimSpace(val)
+		it.n++
+	}
+	return true
 }
 
 // cutOutsideQuotes is strings.Cut that skips sep inside a quoted string.

@@ -107,6 +107,17 @@ func TestTransportPacesFromHeaders(t *testing.T) {
 			want:   []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
 		},
 		{
+			name:   "headers absent on some responses change nothing",
+			script: []http.Header{openAIHeaders(10, 0, "10s"), {}},
+			want:   []time.Duration{time.Second, time.Second, time.Second},
+		},
+		{
+			name: "conflicting formats on one response: OpenAI's names win",
+			script: []http.Header{hdr("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0",
+				"x-ratelimit-reset-requests", "10s", "RateLimit-Policy", `"p";q=1000;w=1`, "RateLimit", `"p";r=1000;t=1`)},
+			want: []time.Duration{time.Second, time.Second, time.Second},
+		},
+		{
 			name:   "no headers: nothing learned, no wait",
 			script: []http.Header{{}},
 		},

@@ -176,9 +176,12 @@ func (b *bucket) reset(o *limitObs, now int64) {
 
 // learnRate takes the refill rate from an observation: the format's own
 // (IETF q/w), else (limit - remaining) / reset, the reset being the time
-// until the bucket is full again. The estimate from the longest reset wins
-// for a minute, since rounding hurts short resets most; a reset read to the
-// second counts as a second longer, erring towards a slower rate.
+// until the bucket is full again. Servers state their limits per second,
+// minute, hour or day, so an estimate within 5% (plus the reset's rounding,
+// when that is 5% or less) of one of those is taken to be exactly that. Otherwise the estimate from
+// the longest reset wins for a minute, since rounding hurts short resets
+// most, and a reset read to the second counts as a second longer, erring
+// towards a slower rate.
 func (b *bucket) learnRate(o *limitObs, now int64) {
 	var r float64
 	var basis time.Duration
@@ -186,8 +189,19 @@ func (b *bucket) learnRate(o *limitObs, now int64) {
 	case o.rate > 0:
 		r, basis = o.rate, maxPacerReset
 	case o.remaining < o.limit && o.reset > 0:
-		basis = o.reset + o.slack
-		r = (o.limit - o.remaining) / basis.Seconds()
+		period := o.reset.Seconds() * o.limit / (o.limit - o.remaining)
+		rounding := o.slack.Seconds() / o.reset.Seconds()
+		tol := 0.05 + rounding
+		for _, p := range [...]float64{1, 60, 3600, 86400} {
+			if rounding <= 0.05 && period >= p*(1-tol) && period <= p*(1+tol) {
+				r, basis = o.limit/p, maxPacerReset
+				break
+			}
+		}
+		if basis == 0 {
+			basis = o.reset + o.slack
+			r = (o.limit - o.remaining) / basis.Seconds()
+		}
 	default:
 		return
 	}

@@ -141,3 +141,33 @@ func TestPacerNothingKnownAllocatesNothing(t *testing.T) {
 		t.Errorf("reserve for an unknown key: %v allocations, want 0", n)
 	}
 }
+
+func TestBucketRate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		obs  limitObs
+		want float64 // units per second
+	}{
+		{name: "per minute, exact", obs: limitObs{limit: 600, remaining: 0, reset: time.Minute}, want: 10},
+		{name: "per minute, reset rounded to the second", obs: limitObs{limit: 600, remaining: 300, reset: 31 * time.Second, slack: time.Second}, want: 10},
+		{name: "per second", obs: limitObs{limit: 100, remaining: 90, reset: 100 * time.Millisecond}, want: 100},
+		{name: "odd period: the estimate", obs: limitObs{limit: 100, remaining: 0, reset: 10 * time.Second}, want: 10},
+		{name: "short coarse reset: erring slow", obs: limitObs{limit: 50, remaining: 49, reset: time.Second, slack: time.Second}, want: 0.5},
+		{name: "full: the default, per minute", obs: limitObs{limit: 60, remaining: 60, reset: 0}, want: 1},
+		{name: "format's own rate", obs: limitObs{limit: 60, remaining: 0, reset: time.Second, rate: 3}, want: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b bucket
+			tt.obs.kind = kindBucket
+			b.learn(&tt.obs, snapshot{}, at(0))
+			if diff := cmp.Diff(tt.want, b.rate, cmpApprox); diff != "" {
+				t.Errorf("rate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+var cmpApprox = cmp.Comparer(func(a, b float64) bool { return a == b || (a-b)/(a+b) < 1e-9 && (b-a)/(a+b) < 1e-9 })

@@ -95,7 +95,8 @@ type paceKey struct {
 type paceTicket struct {
 	k        *paceKey
 	cost     float64
-	req, tok snapshot
+	sent     bool     // the request went out: what it took is spent
+	req, tok snapshot // taken when it went out
 }
 
 // now reads c, or the real clock when c is nil, in Unix nanoseconds.
@@ -153,17 +154,36 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock)
 	defer k.mu.Unlock()
 	t.k, t.cost = k, cost
 	k.inflight++
-	wait, s := k.requests.take(1, now)
-	t.req = s
+	wait := k.requests.take(1, now)
 	if cost > 0 {
-		w, s := k.tokens.take(cost, now)
-		t.tok = s
-		wait = max(wait, w)
+		wait = max(wait, k.tokens.take(cost, now))
 	}
 	if b := time.Duration(k.blocked - now); b > wait {
 		return b, true
 	}
+	if wait <= 0 {
+		k.send(t, now)
+	}
 	return wait, false
+}
+
+// send records t's request as sent, after its wait.
+func (p *Pacer) send(t *paceTicket, clock clockwork.Clock) {
+	if k := t.k; k != nil {
+		now := pacerNow(clock)
+		k.mu.Lock()
+		k.send(t, now)
+		k.mu.Unlock()
+	}
+}
+
+// send is Pacer.send with k.mu held.
+func (k *paceKey) send(t *paceTicket, now int64) {
+	t.req = k.requests.send(1, now)
+	if t.cost > 0 {
+		t.tok = k.tokens.send(t.cost, now)
+	}
+	t.sent = true
 }
 
 // cancel returns what t reserved, for a caller that gave up its wait.
@@ -175,11 +195,11 @@ func (p *Pacer) cancel(t *paceTicket) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.inflight--
-	if t.req.ok {
+	if !t.sent {
 		k.requests.untake(1)
-	}
-	if t.tok.ok {
-		k.tokens.untake(t.cost)
+		if t.cost > 0 {
+			k.tokens.untake(t.cost)
+		}
 	}
 	t.k = nil
 }

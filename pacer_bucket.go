@@ -22,6 +22,7 @@ type bucket struct {
 	kind  limitKind // kindNone: nothing learned; then the dimension is not paced
 	limit float64   // the bucket's size, or the window's quota
 	level float64   // at time at; negative: reserved ahead of refills
+	sent  float64   // at time at: the level counting only the requests sent, as the server counts
 	at    int64     // Unix nanoseconds of the last advance
 
 	// kindBucket: the refill rate in units per second, and the reset it
@@ -42,9 +43,9 @@ type bucket struct {
 	epoch     uint32
 }
 
-// snapshot is a bucket's level as it will be when a reserved request is
-// sent, counting only the reservations ahead of it: the server's remaining
-// count for that request should match it.
+// snapshot is a bucket's level counting the requests sent, just after one
+// was sent: the server's remaining count for that request should match it,
+// whatever order the waiters woke in.
 type snapshot struct {
 	level     float64
 	corrected float64
@@ -64,7 +65,9 @@ func (b *bucket) advance(now int64) {
 	}
 	switch b.kind {
 	case kindBucket:
-		b.level = min(b.limit, b.level+b.rate*float64(now-b.at)/1e9)
+		refill := b.rate * float64(now-b.at) / 1e9
+		b.level = min(b.limit, b.level+refill)
+		b.sent = min(b.limit, b.sent+refill)
 	case kindWindow:
 		if now >= b.resetAt && b.window > 0 {
 			n := (now-b.resetAt)/int64(b.window) + 1
@@ -76,6 +79,7 @@ func (b *bucket) advance(now int64) {
 					break
 				}
 			}
+			b.sent = b.limit
 			b.resetAt += n * int64(b.window)
 			b.epoch += uint32(n)
 		}
@@ -84,29 +88,35 @@ func (b *bucket) advance(now int64) {
 }
 
 // take reserves n units at now, and returns how long the caller must wait
-// for them and the snapshot to compare the server's answer with.
-func (b *bucket) take(n float64, now int64) (time.Duration, snapshot) {
+// for them.
+func (b *bucket) take(n float64, now int64) time.Duration {
 	if b.kind == kindNone {
-		return 0, snapshot{}
+		return 0
 	}
 	b.advance(now)
 	n = min(n, b.limit) // a request larger than the limit waits for a full bucket, not forever
 	b.level -= n
-	snap := snapshot{level: b.level, corrected: b.corrected, epoch: b.epoch, ok: true}
 	if b.level >= 0 {
-		return 0, snap
+		return 0
 	}
 	switch b.kind {
 	case kindBucket:
-		secs := -b.level / b.rate
-		snap.level = 0
-		return durationOf(secs), snap
+		return durationOf(-b.level / b.rate)
 	default:
 		k := math.Ceil(-b.level / b.limit) // windows to wait
-		snap.level += k * b.limit
-		snap.epoch += uint32(k)
-		return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window, snap
+		return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window
 	}
+}
+
+// send counts n units reserved by take as sent at now, and returns the
+// snapshot to compare the server's answer with.
+func (b *bucket) send(n float64, now int64) snapshot {
+	if b.kind == kindNone {
+		return snapshot{}
+	}
+	b.advance(now)
+	b.sent -= min(n, b.limit)
+	return snapshot{level: b.sent, corrected: b.corrected, epoch: b.epoch, ok: true}
 }
 
 // untake returns n units reserved by a caller that gave up its wait.
@@ -139,7 +149,7 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 		if o.reset <= o.slack {
 			return // at the boundary: which window is unclear
 		}
-		b.window = max(b.window, o.reset+o.slack)
+		b.window = max(b.window, o.reset)
 		if d := end - b.resetAt; d > int64(o.slack) || d < -int64(o.slack) {
 			b.resetAt = end
 		}
@@ -148,10 +158,11 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	if snap.ok && snap.epoch == b.epoch {
 		d = snap.level - o.remaining - (b.corrected - snap.corrected)
 	} else {
-		d = b.level - o.remaining
+		d = b.sent - o.remaining
 	}
 	if d > 0 {
 		b.level -= d
+		b.sent -= d
 		b.corrected += d
 	}
 }
@@ -163,25 +174,25 @@ func (b *bucket) reset(o *limitObs, now int64) {
 	if b.kind == kindNone {
 		debt = 0
 	}
-	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining + debt, at: now, epoch: b.epoch + 1}
+	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining + debt, sent: o.remaining, at: now, epoch: b.epoch + 1}
 	switch o.kind {
 	case kindBucket:
 		b.rate = o.limit / defaultPeriod.Seconds()
 		b.learnRate(o, now)
 	case kindWindow:
 		b.resetAt = now + int64(o.reset)
-		b.window = max(o.reset+o.slack, time.Second)
+		b.window = max(o.reset, time.Second)
 	}
 }
 
 // learnRate takes the refill rate from an observation: the format's own
 // (IETF q/w), else (limit - remaining) / reset, the reset being the time
-// until the bucket is full again. Servers state their limits per second,
-// minute, hour or day, so an estimate within 5% (plus the reset's rounding,
-// when that is 5% or less) of one of those is taken to be exactly that. Otherwise the estimate from
-// the longest reset wins for a minute, since rounding hurts short resets
-// most, and a reset read to the second counts as a second longer, erring
-// towards a slower rate.
+// until the bucket is full again. Servers state their limits per minute,
+// second, hour or day, so when the limit per one of those (in that order)
+// fits the observation within 5% and the reset's rounding, it is taken to
+// be the rate exactly. Otherwise the estimate from the longest reset wins
+// for a minute, since rounding hurts short resets most, and a reset read
+// to the second counts as a second longer, erring towards a slower rate.
 func (b *bucket) learnRate(o *limitObs, now int64) {
 	var r float64
 	var basis time.Duration
@@ -189,18 +200,21 @@ func (b *bucket) learnRate(o *limitObs, now int64) {
 	case o.rate > 0:
 		r, basis = o.rate, maxPacerReset
 	case o.remaining < o.limit && o.reset > 0:
-		period := o.reset.Seconds() * o.limit / (o.limit - o.remaining)
-		rounding := o.slack.Seconds() / o.reset.Seconds()
-		tol := 0.05 + rounding
-		for _, p := range [...]float64{1, 60, 3600, 86400} {
-			if rounding <= 0.05 && period >= p*(1-tol) && period <= p*(1+tol) {
-				r, basis = o.limit/p, maxPacerReset
+		used := o.limit - o.remaining
+		lo := used / (o.reset + o.slack).Seconds() / 1.05
+		hi := math.Inf(1)
+		if o.reset > o.slack {
+			hi = used / (o.reset - o.slack).Seconds() * 1.05
+		}
+		for _, p := range [...]float64{60, 1, 3600, 86400} {
+			if fit := o.limit / p; fit >= lo && fit <= hi {
+				r, basis = fit, maxPacerReset
 				break
 			}
 		}
 		if basis == 0 {
 			basis = o.reset + o.slack
-			r = (o.limit - o.remaining) / basis.Seconds()
+			r = used / basis.Seconds()
 		}
 	default:
 		return

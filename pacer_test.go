@@ -18,8 +18,7 @@ func TestBucketServesFirstComeFirstServed(t *testing.T) {
 	b.learn(&limitObs{kind: kindBucket, limit: 10, remaining: 0, reset: 10 * time.Second}, snapshot{}, at(0))
 	var waits []time.Duration
 	for range 4 {
-		w, _ := b.take(1, at(0))
-		waits = append(waits, w)
+		waits = append(waits, b.take(1, at(0)))
 	}
 	want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}
 	if diff := cmp.Diff(want, waits); diff != "" {
@@ -27,7 +26,7 @@ func TestBucketServesFirstComeFirstServed(t *testing.T) {
 	}
 	// The second caller gives up: those behind it move up.
 	b.untake(1)
-	if w, _ := b.take(1, at(0)); w != 4*time.Second {
+	if w := b.take(1, at(0)); w != 4*time.Second {
 		t.Errorf("wait after a cancel = %v, want 4s", w)
 	}
 }
@@ -50,7 +49,8 @@ func TestBucketLearnsDownNeverUp(t *testing.T) {
 			// A full bucket of 60 a minute, 10 used: 50 left.
 			b.learn(&limitObs{kind: kindBucket, limit: 60, remaining: 50, reset: 10 * time.Second}, snapshot{}, at(0))
 			b.rate = 0 // no refill, so that levels compare exactly
-			_, snap := b.take(1, at(0))
+			b.take(1, at(0))
+			snap := b.send(1, at(0))
 			b.learn(&limitObs{kind: kindBucket, limit: 60, remaining: tt.remaining, reset: 0}, snap, at(0))
 			if b.level != tt.wantLevel {
 				t.Errorf("level = %v, want %v", b.level, tt.wantLevel)
@@ -66,9 +66,11 @@ func TestBucketCorrectsOnce(t *testing.T) {
 	b.rate = 0
 	// Three requests in flight; the server had already counted five others
 	// when they arrived, so it reports each 5 lower than the bucket.
-	_, s1 := b.take(1, at(0))
-	_, s2 := b.take(1, at(0))
-	_, s3 := b.take(1, at(0))
+	var s1, s2, s3 snapshot
+	for _, s := range []*snapshot{&s1, &s2, &s3} {
+		b.take(1, at(0))
+		*s = b.send(1, at(0))
+	}
 	for i, s := range []snapshot{s1, s2, s3} {
 		b.learn(&limitObs{kind: kindBucket, limit: 100, remaining: 99 - float64(i) - 5}, s, at(0))
 	}
@@ -84,8 +86,7 @@ func TestBucketWindow(t *testing.T) {
 	b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 2, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(0))
 	var waits []time.Duration
 	for range 3 {
-		w, _ := b.take(1, at(0))
-		waits = append(waits, w)
+		waits = append(waits, b.take(1, at(0)))
 	}
 	want := []time.Duration{0, 0, 30 * time.Second}
 	if diff := cmp.Diff(want, waits); diff != "" {
@@ -153,7 +154,8 @@ func TestBucketRate(t *testing.T) {
 		{name: "per minute, reset rounded to the second", obs: limitObs{limit: 600, remaining: 300, reset: 31 * time.Second, slack: time.Second}, want: 10},
 		{name: "per second", obs: limitObs{limit: 100, remaining: 90, reset: 100 * time.Millisecond}, want: 100},
 		{name: "odd period: the estimate", obs: limitObs{limit: 100, remaining: 0, reset: 10 * time.Second}, want: 10},
-		{name: "short coarse reset: erring slow", obs: limitObs{limit: 50, remaining: 49, reset: time.Second, slack: time.Second}, want: 0.5},
+		{name: "short coarse reset: the limit per minute fits", obs: limitObs{limit: 50, remaining: 49, reset: time.Second, slack: time.Second}, want: 50.0 / 60},
+		{name: "coarse odd period: erring slow", obs: limitObs{limit: 100, remaining: 0, reset: 10 * time.Second, slack: time.Second}, want: 100.0 / 11},
 		{name: "full: the default, per minute", obs: limitObs{limit: 60, remaining: 60, reset: 0}, want: 1},
 		{name: "format's own rate", obs: limitObs{limit: 60, remaining: 0, reset: time.Second, rate: 3}, want: 3},
 	}

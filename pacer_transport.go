@@ -63,6 +63,7 @@ func (c *call) pace() error {
 		p.cancel(&c.pt)
 		return fmt.Errorf("retry: Policy.Sleep failed waiting for the Pacer after %d attempts: %w", l.attempt, err)
 	}
+	p.send(&c.pt, l.p.Clock)
 	return nil
 }
 

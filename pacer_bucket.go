@@ -31,10 +31,14 @@ type bucket struct {
 	rateBasis time.Duration
 	rateAt    int64
 
-	// kindWindow: when the current window ends, and how long one lasts
-	// (the longest reset seen; servers of fixed windows do not say).
-	resetAt int64
-	window  time.Duration
+	// kindWindow: when the current window ends, and how long one lasts.
+	// Servers of fixed windows do not say: the length is the least gap
+	// between two windows' ends as the server dates them (exact), or until
+	// two are seen, the longest reset seen plus its rounding (erring late).
+	resetAt     int64
+	window      time.Duration
+	windowExact bool
+	lastEnd     int64 // the latest window end seen, in the server's Unix seconds
 
 	// corrected is the total by which observations have moved the level
 	// down; epoch changes when the level is no longer comparable with
@@ -149,7 +153,7 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 		if o.reset <= o.slack {
 			return // at the boundary: which window is unclear
 		}
-		b.window = max(b.window, o.reset)
+		b.learnWindow(o)
 		if d := end - b.resetAt; d > int64(o.slack) || d < -int64(o.slack) {
 			b.resetAt = end
 		}
@@ -181,7 +185,22 @@ func (b *bucket) reset(o *limitObs, now int64) {
 		b.learnRate(o, now)
 	case kindWindow:
 		b.resetAt = now + int64(o.reset)
-		b.window = max(o.reset, time.Second)
+		b.window = max(o.reset+o.slack, time.Second)
+		b.lastEnd = o.end
+	}
+}
+
+// learnWindow refines the window's length from an observation.
+func (b *bucket) learnWindow(o *limitObs) {
+	if o.end != 0 && b.lastEnd != 0 && o.end > b.lastEnd {
+		gap := time.Duration(o.end-b.lastEnd) * time.Second
+		if gap <= maxPacerReset && (!b.windowExact || gap < b.window) {
+			b.window, b.windowExact = gap, true
+		}
+	}
+	b.lastEnd = max(b.lastEnd, o.end)
+	if !b.windowExact {
+		b.window = max(b.window, o.reset+o.slack)
 	}
 }
 

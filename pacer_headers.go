@@ -37,6 +37,7 @@ type limitObs struct {
 	reset     time.Duration // bucket: until full again; window: until it ends; in [0, maxPacerReset]
 	rate      float64       // bucket: units per second when the format says (IETF q/w); 0: derive
 	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
+	end       int64         // window: when it ends in the server's Unix seconds, when the format says; else 0
 }
 
 // rateObs is what one response says about its key's limits.
@@ -201,7 +202,11 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 	if len(resource) > 64 {
 		resource = ""
 	}
-	return rateObs{requests: windowObs(limit, remaining, reset, time.Second), resource: resource}
+	o := rateObs{requests: windowObs(limit, remaining, reset, time.Second), resource: resource}
+	if o.requests.kind != kindNone {
+		o.requests.end = int64(secs)
+	}
+	return o
 }
 
 // parseIETFLegacy reads the RateLimit-Limit, RateLimit-Remaining and

@@ -179,14 +179,14 @@ func TestParseGitHub(t *testing.T) {
 			h: hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT", "x-ratelimit-limit", "5000", "x-ratelimit-remaining", "4987",
 				"x-ratelimit-used", "13", "x-ratelimit-reset", itoa(reset), "x-ratelimit-resource", "core"),
 			want: rateObs{
-				requests: limitObs{kind: kindWindow, limit: 5000, remaining: 4987, reset: 30 * time.Minute, slack: time.Second},
+				requests: limitObs{kind: kindWindow, limit: 5000, remaining: 4987, reset: 30 * time.Minute, slack: time.Second, end: reset},
 				resource: "core",
 			},
 		},
 		{
 			name: "no Date: relative to now",
 			h:    hdr("x-ratelimit-limit", "30", "x-ratelimit-remaining", "0", "x-ratelimit-reset", itoa(reset)),
-			want: rateObs{requests: limitObs{kind: kindWindow, limit: 30, reset: 30 * time.Minute, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 30, reset: 30 * time.Minute, slack: time.Second, end: reset}},
 		},
 		{
 			name: "reset in ten years ignored",

@@ -173,3 +173,27 @@ func TestBucketRate(t *testing.T) {
 }
 
 var cmpApprox = cmp.Comparer(func(a, b float64) bool { return a == b || (a-b)/(a+b) < 1e-9 && (b-a)/(a+b) < 1e-9 })
+
+func TestBucketWakeOrderIsNoShortfall(t *testing.T) {
+	t.Parallel()
+	var b bucket
+	// A window with nothing left; three callers queue for the next one.
+	b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 0, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(0))
+	for range 3 {
+		if w := b.take(1, at(0)); w != 30*time.Second {
+			t.Fatalf("wait = %v, want 30s", w)
+		}
+	}
+	// They wake together and go out in any order; the server counts them
+	// in the order they arrive, which is the order they were sent.
+	var snaps []snapshot
+	for range 3 {
+		snaps = append(snaps, b.send(1, at(30*time.Second)))
+	}
+	for i, s := range snaps {
+		b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 99 - float64(i), reset: 30 * time.Second, slack: time.Second}, s, at(31*time.Second))
+	}
+	if b.corrected != 0 || b.level != 97 {
+		t.Errorf("level %v, corrected %v; want 97 and 0", b.level, b.corrected)
+	}
+}

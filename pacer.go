@@ -43,6 +43,13 @@ import (
 // rate-limit headers changes nothing. A wait that cannot end before the
 // call's Deadline (or its context's deadline) fails the call at once.
 //
+// Time comes from the Policy of the Transport that waits: its Clock (nil:
+// the real clock) dates the Pacer's readings, and its Sleep, when set, does
+// the waiting; Transports that share a Pacer must share a clock. Waits also
+// run under testing/synctest. The Pacer remembers at most 1,024 keys;
+// beyond that, keys with nothing in flight are forgotten first, and new
+// keys go unpaced. docs/pacing.md is the guide.
+//
 // A Pacer must not be copied after first use, and its fields must not
 // change once it is in use.
 type Pacer struct {

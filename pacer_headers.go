@@ -504,7 +504,9 @@ func (l *sfList) next(it *sfItem) bool {
 	return true
 }
 
-// cutOutsideQuotes is strings.Cut that skips sep inside a quoted string.
+// cutOutsideQuotes is strings.Cut that skips sep inside a quoted string
+// (RFC 9651, section 3.3.3: a backslash escapes the next character). A
+// byte loop: the fields are short, and IndexByte's calls cost more here.
 func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
 	quoted := false
 	for i := 0; i < len(s); i++ {

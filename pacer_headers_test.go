@@ -294,3 +294,25 @@ func TestParseRateHeadersConflict(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestCutOutsideQuotes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in      string
+		before, after string
+		found         bool
+	}{
+		{name: "plain", in: `a;b`, before: "a", after: "b", found: true},
+		{name: "quoted separator", in: `"a;b";c`, before: `"a;b"`, after: "c", found: true},
+		{name: "escaped quote", in: `"a\";b";c`, before: `"a\";b"`, after: "c", found: true},
+		{name: "unterminated", in: `"a;b`, before: `"a;b`},
+		{name: "none", in: `abc`, before: "abc"},
+		{name: "two strings", in: `"x" "y;";z`, before: `"x" "y;"`, after: "z", found: true},
+	}
+	for _, tt := range tests {
+		before, after, found := cutOutsideQuotes(tt.in, ';')
+		if diff := cmp.Diff([]any{tt.before, tt.after, tt.found}, []any{before, after, found}); diff != "" {
+			t.Errorf("%s: cutOutsideQuotes(%q) (-want +got):\n%s", tt.name, tt.in, diff)
+		}
+	}
+}

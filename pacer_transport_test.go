@@ -284,3 +284,30 @@ func TestTransportPacerErrorFreesSlot(t *testing.T) {
 		t.Errorf("after a failed attempt: %+v, want nothing in flight", k)
 	}
 }
+
+func TestTransportPacerIgnoresRetryAfterBeyondADay(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		value string
+	}{
+		{name: "ten years in seconds", value: "315360000"},
+		{name: "a date ten years on", value: "Sat, 01 Jan 2036 00:00:00 GMT"},
+		{name: "garbage", value: "soon"},
+		{name: "negative", value: "-5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", tt.value), {}}}
+			tr, events := pacedTransport(rt, Policy{MaxAttempts: 1})
+			_, _ = get(t, tr, "https://api.example.com/")
+			if _, err := get(t, tr, "https://api.example.com/"); err != nil {
+				t.Fatalf("a second caller failed: %v", err)
+			}
+			if len(*events) != 0 {
+				t.Errorf("a Retry-After of %q held the key: %+v", tt.value, *events)
+			}
+		})
+	}
+}

@@ -46,21 +46,21 @@ func LogRetries(logger *slog.Logger) func(Event) {
 	}
 }
 
-// LogWaits returns a Pacer.OnWait that logs each wait of at least least
+// LogWaits returns a Pacer.OnWait that logs each wait of at least threshold
 // (zero: DefaultLogWaitsMin) to logger (nil: slog.Default()) at level Info,
 // with the host, the attempt about to begin, the wait, and whether a
 // Retry-After set it. Pacing waits are not retries, so LogRetries never
 // sees them; a long one is worth a line, since it is time the caller
 // spends before anything is sent. It never logs request headers.
-func LogWaits(logger *slog.Logger, least time.Duration) func(PaceEvent) {
+func LogWaits(logger *slog.Logger, threshold time.Duration) func(PaceEvent) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if least <= 0 {
-		least = DefaultLogWaitsMin
+	if threshold <= 0 {
+		threshold = DefaultLogWaitsMin
 	}
 	return func(e PaceEvent) {
-		if e.Delay < least {
+		if e.Delay < threshold {
 			return
 		}
 		logger.LogAttrs(context.Background(), slog.LevelInfo, "pacing",

@@ -69,22 +69,7 @@ func (r Result) RefusedShare() float64 {
 func Run(cfg Config, strategy string) Result {
 	srv := NewServer(cfg.Format, cfg.RPM, cfg.TPM, cfg.Seed)
 	srv.Queue = strategy == StrategyIdeal
-	tr := &retry.Transport{Base: srv, Policy: retry.Policy{
-		// Every attempt may wait long at the server (the ideal) or in the
-		// AWS limiter, which sits below the Transport: only the Deadline
-		// bounds a call.
-		AttemptTimeout:   time.Hour,
-		RetryAfterJitter: 0.1,
-	}}
-	switch strategy {
-	case StrategyAdaptive:
-		tr.Base = adaptiveRT{lim: NewAdaptive(time.Now()), next: srv}
-	case StrategyPacer:
-		tr.Pacer = &retry.Pacer{Cost: func(r *http.Request) int64 {
-			n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
-			return n
-		}}
-	}
+	tr := newTransport(srv, strategy)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
 	var (
@@ -138,6 +123,28 @@ func Run(cfg Config, strategy string) Result {
 	slices.Sort(latencies)
 	res.P50, res.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
 	return res
+}
+
+// newTransport returns the client side of strategy: a retry.Transport to
+// srv, with a Pacer for header pacing, or over the AWS limiter.
+func newTransport(srv *Server, strategy string) *retry.Transport {
+	tr := &retry.Transport{Base: srv, Policy: retry.Policy{
+		// Every attempt may wait long at the server (the ideal) or in the
+		// AWS limiter, which sits below the Transport: only the Deadline
+		// bounds a call.
+		AttemptTimeout:   time.Hour,
+		RetryAfterJitter: 0.1,
+	}}
+	switch strategy {
+	case StrategyAdaptive:
+		tr.Base = adaptiveRT{lim: NewAdaptive(time.Now()), next: srv}
+	case StrategyPacer:
+		tr.Pacer = &retry.Pacer{Cost: func(r *http.Request) int64 {
+			n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
+			return n
+		}}
+	}
+	return tr
 }
 
 // goodputOf is what a call of cost tokens uses of a minute's quota: of

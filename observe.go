@@ -50,7 +50,7 @@ type Outcome struct {
 // err. req is the Transport's request, or nil.
 func (l *loop) done(req *http.Request, err error) error {
 	if l.p.OnDone != nil {
-		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Err: err, Last: l.last,
+		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Waited: l.paced, Err: err, Last: l.last,
 			Request: req, Context: l.ctx})
 	}
 	return err

@@ -218,3 +218,34 @@ func ExamplePolicy_onDone() {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestOnDoneReportsPacerWait: a call that waited for the Transport's Pacer
+// reports the wait in Outcome.Waited, apart from the time it slept.
+func TestOnDoneReportsPacerWait(t *testing.T) {
+	t.Parallel()
+	ft := retrytest.NewFakeTime()
+	var outcomes []retry.Outcome
+	p := retry.Policy{MaxAttempts: 1, Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand,
+		OnDone: func(o retry.Outcome) { outcomes = append(outcomes, o) }}
+	calls := 0
+	base := roundTripper(func(req *http.Request) (*http.Response, error) {
+		h := http.Header{}
+		code := http.StatusOK
+		if calls++; calls == 1 {
+			code = http.StatusTooManyRequests
+			h.Set("Retry-After", "2")
+		}
+		return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+	})
+	tr := &retry.Transport{Base: base, Policy: p, Pacer: &retry.Pacer{}}
+	for range 2 {
+		resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://api.example/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(outcomes) != 2 || outcomes[0].Waited != 0 || outcomes[1].Waited != 2*time.Second || outcomes[1].Slept != 0 {
+		t.Errorf("outcomes %+v; want the second call to report a 2s wait for the Pacer and no sleep", outcomes)
+	}
+}

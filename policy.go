@@ -154,6 +154,7 @@ type loop struct {
 	last    error     // the last retryable error
 	reason  Reason    // why retrying stopped without success, if it did
 	slept   time.Duration
+	paced   time.Duration // the Pacer's waits, in all
 }
 
 func (l *loop) init(ctx context.Context, p *Policy) error {

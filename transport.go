@@ -82,6 +82,12 @@ type Transport struct {
 	// GetBody is never copied. Zero means such a body is sent once; a
 	// negative value is a configuration error.
 	ReplayBuffer int64
+
+	// Pacer, when set, spaces the attempts of every caller that shares it
+	// by the rate limits its servers report (see Pacer): each attempt
+	// waits for it first, and each response teaches it. Nil means no
+	// pacing.
+	Pacer *Pacer
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -125,6 +131,7 @@ type call struct {
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
 	rb     *replayBody   // keeps a body without GetBody for the next attempt; nil if none
+	pt     paceTicket    // the current attempt's reservation with the Pacer
 }
 
 func (c *call) init() error {
@@ -185,13 +192,14 @@ var errRequestCanceled = errors.New("retry: request canceled through Request.Can
 // attempt makes one attempt and, when another may follow, sleeps. done
 // says that resp and err are the call's result.
 func (c *call) attempt() (resp *http.Response, done bool, err error) {
-	timeout, err := c.l.begin()
+	timeout, err := c.begin() // waits for the Pacer first
 	if err != nil {
 		closeBody(c.body)
 		return nil, true, err
 	}
 	if c.l.attempt > 1 {
 		if c.body, err = c.rb.nextBody(c.req); err != nil {
+			c.learn(nil, err)
 			return nil, true, fmt.Errorf("retry: GetBody failed before attempt %d: %w; last error: %w",
 				c.l.attempt, err, c.l.last)
 		}
@@ -210,6 +218,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}
+	c.learn(resp, err)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close() // a base that broke the contract

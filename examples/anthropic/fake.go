@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // reply is one scripted answer of the fake.
@@ -25,10 +27,32 @@ type reply struct {
 func demoScript() []reply {
 	return []reply{
 		{529, jsonHeader("x-should-retry", "true"), errorBody("overloaded_error", "Overloaded")},
-		{http.StatusTooManyRequests, jsonHeader("retry-after-ms", "600", "x-should-retry", "true"),
+		{http.StatusTooManyRequests, jsonHeader(append(rateLimits(60, 0), "retry-after-ms", "600", "x-should-retry", "true")...),
 			errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit.")},
-		{http.StatusOK, jsonHeader(), messageBody("Hello there, nice to meet!")},
+		{http.StatusOK, jsonHeader(rateLimits(60, 0)...), messageBody("Hello there, nice to meet!")},
 	}
+}
+
+// rateLimits returns Anthropic's rate-limit headers for requests: the limit
+// a minute and what remains. The fake adds the reset, the RFC 3339 time at
+// which the bucket is full again, when it answers.
+func rateLimits(limit, remaining int) []string {
+	return []string{
+		"anthropic-ratelimit-requests-limit", strconv.Itoa(limit),
+		"anthropic-ratelimit-requests-remaining", strconv.Itoa(remaining),
+	}
+}
+
+// addReset dates the reset of the rate-limit headers in h, if any, from
+// now: the bucket refills at its limit a minute.
+func addReset(h http.Header, now time.Time) {
+	limit, err1 := strconv.Atoi(h.Get("Anthropic-Ratelimit-Requests-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("Anthropic-Ratelimit-Requests-Remaining"))
+	if err1 != nil || err2 != nil || limit <= 0 {
+		return
+	}
+	full := time.Duration(limit-remaining) * time.Minute / time.Duration(limit)
+	h.Set("Anthropic-Ratelimit-Requests-Reset", now.Add(full).UTC().Format(time.RFC3339))
 }
 
 // startFake starts a loopback server that answers the n-th request with
@@ -46,6 +70,7 @@ func startFake(out io.Writer, script ...reply) *httptest.Server {
 			w.Header()[k] = v
 		}
 		w.Header().Set("Request-Id", fmt.Sprintf("req_fake%d", i))
+		addReset(w.Header(), time.Now())
 		w.WriteHeader(rep.status)
 		_, _ = io.WriteString(w, rep.body)
 	}))
@@ -63,7 +88,7 @@ func jsonHeader(pairs ...string) http.Header {
 // headerLine shows the headers that matter for retrying.
 func headerLine(h http.Header) string {
 	var parts []string
-	for _, k := range []string{"Retry-After-Ms", "Retry-After", "X-Should-Retry"} {
+	for _, k := range []string{"Retry-After-Ms", "Retry-After", "X-Should-Retry", "Anthropic-Ratelimit-Requests-Remaining"} {
 		if v := h.Get(k); v != "" {
 			parts = append(parts, strings.ToLower(k)+": "+v)
 		}

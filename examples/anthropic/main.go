@@ -3,7 +3,9 @@
 //
 // With ANTHROPIC_API_KEY set it asks the real API. Without it, it talks to a
 // local fake that speaks the same wire format and fails on a script: a 529
-// overloaded_error, then a 429 with retry-after-ms, then an answer.
+// overloaded_error, then a 429 with retry-after-ms, then an answer. A
+// retry.Pacer reads the rate-limit headers of the responses, so the second
+// call waits for the quota to refill instead of being refused.
 //
 //	go run .
 package main
@@ -45,21 +47,37 @@ func run() error {
 		defer fake.Close()
 		apiKey, baseURL = "sk-ant-fake", fake.URL
 	}
-	client := newClient(apiKey, baseURL, newTransport(newPolicy(logger)))
+	t := newTransport(newPolicy(logger))
+	t.Pacer = newPacer(logger)
+	client := newClient(apiKey, baseURL, t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	start := time.Now()
-	message, err := client.Messages.New(ctx, anthropic.MessageNewParams{
-		Model:     model,
-		MaxTokens: 256,
-		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello in five words."))},
-	})
-	if err != nil {
-		return err
+	// Two calls: the first learns the rate limits from the responses'
+	// headers, and the second waits its turn instead of being refused.
+	for range 2 {
+		start := time.Now()
+		message, err := client.Messages.New(ctx, anthropic.MessageNewParams{
+			Model:     model,
+			MaxTokens: 256,
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello in five words."))},
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("answer after %v: %s\n", time.Since(start).Round(time.Millisecond), text(message))
 	}
-	fmt.Printf("answer after %v: %s\n", time.Since(start).Round(time.Millisecond), text(message))
 	return nil
+}
+
+// newPacer returns the Pacer for one API key. Every client that spends the
+// key's quota must share it: make it once, next to the key.
+func newPacer(logger *slog.Logger) *retry.Pacer {
+	return &retry.Pacer{
+		// Log every pacing wait; in production, the default minimum (zero
+		// here means a second) keeps the log to the waits that matter.
+		OnWait: retry.LogWaits(logger, time.Millisecond),
+	}
 }
 
 // newPolicy returns the retry policy for LLM calls.

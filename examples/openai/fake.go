@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -21,14 +22,30 @@ type reply struct {
 }
 
 // demoScript fails twice the way OpenAI does when it is busy, then answers.
+// Like OpenAI, it reports its rate limits on each response it rates (here
+// 60 requests a minute, all spent), but not on a server error.
 func demoScript() []reply {
 	return []reply{
-		{http.StatusTooManyRequests, jsonHeader("retry-after-ms", "600"),
+		{http.StatusTooManyRequests, jsonHeader(append(rateLimits(60, 0, "1m0s"), "retry-after-ms", "600")...),
 			errorBody("Rate limit reached for requests per min (RPM). Please try again in 600ms.",
 				"requests", "rate_limit_exceeded")},
 		{http.StatusInternalServerError, jsonHeader("x-should-retry", "true"),
 			errorBody("The server had an error while processing your request.", "server_error", "")},
-		{http.StatusOK, jsonHeader(), completionBody("Hello there, nice to meet!")},
+		{http.StatusOK, jsonHeader(rateLimits(60, 0, "1m0s")...), completionBody("Hello there, nice to meet!")},
+	}
+}
+
+// rateLimits returns OpenAI's rate-limit headers for requests (limit a
+// minute, remaining, and the time until the bucket is full again) and for
+// tokens, of which this fake has plenty.
+func rateLimits(limit, remaining int, reset string) []string {
+	return []string{
+		"x-ratelimit-limit-requests", strconv.Itoa(limit),
+		"x-ratelimit-remaining-requests", strconv.Itoa(remaining),
+		"x-ratelimit-reset-requests", reset,
+		"x-ratelimit-limit-tokens", "150000",
+		"x-ratelimit-remaining-tokens", "149984",
+		"x-ratelimit-reset-tokens", "6ms",
 	}
 }
 
@@ -63,7 +80,7 @@ func jsonHeader(pairs ...string) http.Header {
 // headerLine shows the headers that matter for retrying.
 func headerLine(h http.Header) string {
 	var parts []string
-	for _, k := range []string{"Retry-After-Ms", "Retry-After", "X-Should-Retry"} {
+	for _, k := range []string{"Retry-After-Ms", "Retry-After", "X-Should-Retry", "X-Ratelimit-Remaining-Requests"} {
 		if v := h.Get(k); v != "" {
 			parts = append(parts, strings.ToLower(k)+": "+v)
 		}

@@ -4,6 +4,8 @@
 // With OPENAI_API_KEY set it asks the real API. Without it, it talks to a
 // local fake that speaks the same wire format and fails on a script: a 429
 // with retry-after-ms, then a 500 with x-should-retry: true, then an answer.
+// A retry.Pacer reads the rate-limit headers of the responses, so the
+// second call waits for the quota to refill instead of being refused.
 //
 //	go run .
 package main
@@ -45,24 +47,40 @@ func run() error {
 		defer fake.Close()
 		apiKey, baseURL = "sk-fake", fake.URL+"/v1/"
 	}
-	client := newClient(apiKey, baseURL, newTransport(newPolicy(logger)))
+	t := newTransport(newPolicy(logger))
+	t.Pacer = newPacer(logger)
+	client := newClient(apiKey, baseURL, t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	start := time.Now()
-	completion, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    model,
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello in five words.")},
-	})
-	if err != nil {
-		return err
+	// Two calls: the first learns the rate limits from the responses'
+	// headers, and the second waits its turn instead of being refused.
+	for range 2 {
+		start := time.Now()
+		completion, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello in five words.")},
+		})
+		if err != nil {
+			return err
+		}
+		if len(completion.Choices) == 0 {
+			return errors.New("the completion has no choices")
+		}
+		fmt.Printf("answer after %v: %s\n", time.Since(start).Round(time.Millisecond),
+			completion.Choices[0].Message.Content)
 	}
-	if len(completion.Choices) == 0 {
-		return errors.New("the completion has no choices")
-	}
-	fmt.Printf("answer after %v: %s\n", time.Since(start).Round(time.Millisecond),
-		completion.Choices[0].Message.Content)
 	return nil
+}
+
+// newPacer returns the Pacer for one API key. Every client that spends the
+// key's quota must share it: make it once, next to the key.
+func newPacer(logger *slog.Logger) *retry.Pacer {
+	return &retry.Pacer{
+		// Log every pacing wait; in production, the default minimum (zero
+		// here means a second) keeps the log to the waits that matter.
+		OnWait: retry.LogWaits(logger, time.Millisecond),
+	}
 }
 
 // newPolicy returns the retry policy for LLM calls.

@@ -1,0 +1,307 @@
+package retry
+
+import (
+	"hash/maphash"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Pacer spaces the requests of every caller that shares it so that the
+// server's rate limits are not exceeded. Its zero value is ready to use and
+// learns the limits from response headers. Safe for concurrent use; share
+// one per API key.
+//
+// Set it as Transport.Pacer: before every attempt, first attempts and
+// retries alike, the Transport waits until the Pacer grants it, and after
+// every response, whatever its status, the Pacer reads the response's
+// rate-limit headers: OpenAI's x-ratelimit-*-requests and -tokens,
+// Anthropic's anthropic-ratelimit-*, GitHub's x-ratelimit-*, and the IETF
+// RateLimit-Policy and RateLimit fields (or the older RateLimit-Limit,
+// -Remaining and -Reset). A Retry-After on a 429 or 503 holds every caller
+// of that key until it passes, not only the caller refused.
+//
+// The model. Requests share a limit when Key gives them the same key. Per
+// key, each dimension the server reports (requests, and tokens when Cost is
+// set) is a bucket: a token bucket refilling continuously for OpenAI,
+// Anthropic and the IETF fields, at (limit - remaining) / reset or the
+// policy's quota per window; a fixed window for GitHub and the older IETF
+// fields, whose remaining count lasts until the reset and then the whole
+// limit returns. Each caller reserves its request (and its Cost) from the
+// buckets and waits, if they are empty, for its turn: callers are served
+// first come, first served. Each response moves a bucket down to what the
+// server reports, allowing for the requests still in flight, and never up
+// past it. A key with nothing learned is not paced, and costs next to
+// nothing.
+//
+// Values that cannot be true are ignored, not believed: a reset or a
+// Retry-After more than a day away, a limit of 0, a remaining count above
+// the limit, a negative or unparseable number. A response without
+// rate-limit headers changes nothing. A wait that cannot end before the
+// call's Deadline (or its context's deadline) fails the call at once.
+//
+// Time comes from the Policy of the Transport that waits: its Clock (nil:
+// the real clock) dates the Pacer's readings, and its Sleep, when set, does
+// the waiting; Transports that share a Pacer must share a clock. Waits also
+// run under testing/synctest. The Pacer remembers at most 1,024 keys;
+// beyond that, keys with nothing in flight are forgotten first, and new
+// keys go unpaced. docs/pacing.md is the guide.
+//
+// A Pacer must not be copied after first use, and its fields must not
+// change once it is in use.
+type Pacer struct {
+	// Key says which requests share a limit. Nil means the request's host
+	// plus a hash of its credentials (the Authorization, x-api-key and
+	// api-key headers), so that two API keys on one host are paced apart.
+	Key func(*http.Request) string
+
+	// Cost returns the tokens a request is expected to use, counted
+	// against a token limit when the server reports one. It must not read
+	// or modify the request's body. Nil means no tokens are counted: only
+	// requests are paced.
+	Cost func(*http.Request) int64
+
+	// OnWait is called before each wait the Pacer imposes, for logging
+	// and metrics; Policy.OnRetry is not called for these waits. It must
+	// not block for long. Nil means none; LogWaits returns one that logs.
+	OnWait func(PaceEvent)
+
+	mu   sync.Mutex                          // serializes changes to keys
+	keys atomic.Pointer[map[uint64]*paceKey] // replaced whole under mu, read without a lock
+	once sync.Once
+	seed maphash.Seed // set once; hashes keys so that a crafted key cannot collide
+}
+
+// PaceEvent describes one wait imposed by a Pacer, for Pacer.OnWait.
+type PaceEvent struct {
+	Attempt    int           // the attempt about to begin after the wait, counting from 1
+	Delay      time.Duration // the wait about to happen
+	Host       string        // the request's host
+	RetryAfter bool          // the wait honours a Retry-After that the key's server sent
+}
+
+// maxPacerKeys bounds the keys a Pacer remembers; keys with nothing in
+// flight are forgotten first, and beyond it new keys are not paced.
+const maxPacerKeys = 1024
+
+// paceKey is the state of one key.
+type paceKey struct {
+	mu       sync.Mutex // protects the fields below
+	requests bucket
+	tokens   bucket
+	blocked  int64 // Unix nanoseconds: the end of a Retry-After; every caller waits for it
+	inflight int   // requests granted whose response has not come
+	resource string
+}
+
+// paceTicket is one attempt's dealings with a Pacer: what it reserved,
+// and what to compare the server's answer with.
+type paceTicket struct {
+	k        *paceKey
+	cost     float64
+	sent     bool     // the request went out: what it took is spent
+	req, tok snapshot // taken when it went out
+}
+
+// now reads c, or the real clock when c is nil, in Unix nanoseconds.
+func pacerNow(c clockwork.Clock) int64 {
+	if c == nil {
+		return time.Now().UnixNano()
+	}
+	return c.Now().UnixNano()
+}
+
+// lookup returns the state of req's key, or nil when nothing is known of it.
+func (p *Pacer) lookup(req *http.Request) *paceKey {
+	m := p.keys.Load()
+	if m == nil {
+		return nil // nothing learned at all: not even a hash to compute
+	}
+	return (*m)[p.hash(req)]
+}
+
+// hash returns req's key, hashed with the Pacer's seed.
+func (p *Pacer) hash(req *http.Request) uint64 {
+	p.once.Do(func() { p.seed = maphash.MakeSeed() })
+	if p.Key != nil {
+		return maphash.String(p.seed, p.Key(req))
+	}
+	host := req.Host
+	if req.URL != nil && req.URL.Host != "" {
+		host = req.URL.Host
+	}
+	// maphash.String per part, mixed: cheaper than a maphash.Hash for
+	// the few short strings here.
+	sum := maphash.String(p.seed, host)
+	for i, k := range [...]string{"Authorization", "X-Api-Key", "Api-Key"} {
+		for _, v := range req.Header[k] {
+			sum = (sum^uint64(i+1))*0x9e3779b97f4a7c15 + maphash.String(p.seed, v)
+		}
+	}
+	return sum
+}
+
+// reserve takes req's place in its key's queue at now and returns how long
+// it must wait, and whether the wait is a Retry-After's. It fills t.
+func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock) (time.Duration, bool) {
+	*t = paceTicket{}
+	k := p.lookup(req)
+	if k == nil {
+		return 0, false
+	}
+	var cost float64
+	if p.Cost != nil {
+		cost = float64(max(p.Cost(req), 0))
+	}
+	now := pacerNow(clock)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t.k, t.cost = k, cost
+	k.inflight++
+	wait := k.requests.take(1, now)
+	if cost > 0 {
+		wait = max(wait, k.tokens.take(cost, now))
+	}
+	if b := time.Duration(k.blocked - now); b > wait {
+		return b, true
+	}
+	if wait <= 0 {
+		k.send(t, now)
+	}
+	return wait, false
+}
+
+// send records t's request as sent, after its wait.
+func (p *Pacer) send(t *paceTicket, clock clockwork.Clock) {
+	if k := t.k; k != nil {
+		now := pacerNow(clock)
+		k.mu.Lock()
+		k.send(t, now)
+		k.mu.Unlock()
+	}
+}
+
+// send is Pacer.send with k.mu held.
+func (k *paceKey) send(t *paceTicket, now int64) {
+	t.req = k.requests.send(1, now)
+	if t.cost > 0 {
+		t.tok = k.tokens.send(t.cost, now)
+	}
+	t.sent = true
+}
+
+// cancel returns what t reserved, for a caller that gave up its wait.
+func (p *Pacer) cancel(t *paceTicket) {
+	k := t.k
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inflight--
+	if !t.sent {
+		k.requests.untake(1)
+		if t.cost > 0 {
+			k.tokens.untake(t.cost)
+		}
+	}
+	t.k = nil
+}
+
+// release ends t's attempt without a response: its in-flight slot is
+// freed, but what it reserved stays spent, since the server may have
+// counted the request.
+func (p *Pacer) release(t *paceTicket) {
+	if k := t.k; k != nil {
+		k.mu.Lock()
+		k.inflight--
+		k.mu.Unlock()
+		t.k = nil
+	}
+}
+
+// observe learns from the response to t's attempt. pol dates the headers
+// and jitters a Retry-After.
+func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy) {
+	k := t.k
+	h := resp.Header
+	if len(h) == 0 {
+		p.release(t)
+		return
+	}
+	now := pacerNow(pol.Clock)
+	o := parseRateHeaders(h, time.Unix(0, now))
+	var block time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if d, ok := ParseRetryAfter(h, time.Unix(0, now)); ok && d > 0 && d <= maxPacerReset {
+			block = pol.jitterHint(d)
+		}
+	}
+	if o.empty() && block == 0 {
+		p.release(t)
+		return
+	}
+	if k == nil {
+		if k = p.add(req); k == nil {
+			return
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if t.k != nil {
+		k.inflight--
+		t.k = nil
+	}
+	if o.resource != "" && o.resource != k.resource {
+		// Another of GitHub's limits answered on this key: the buckets
+		// describe it now, and the snapshots taken for the other are moot.
+		k.resource = o.resource
+		t.req = snapshot{}
+	}
+	k.requests.learn(&o.requests, t.req, now)
+	if p.Cost != nil {
+		k.tokens.learn(&o.tokens, t.tok, now)
+	}
+	if block > 0 {
+		k.blocked = max(k.blocked, now+int64(block))
+	}
+}
+
+// add returns the state of req's key, creating it; nil when the Pacer
+// holds as many keys as it may.
+func (p *Pacer) add(req *http.Request) *paceKey {
+	id := p.hash(req)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var old map[uint64]*paceKey
+	if m := p.keys.Load(); m != nil {
+		old = *m
+	}
+	if k, ok := old[id]; ok {
+		return k
+	}
+	m := make(map[uint64]*paceKey, len(old)+1)
+	for id, k := range old {
+		m[id] = k
+	}
+	if len(m) >= maxPacerKeys {
+		for id, k := range m {
+			k.mu.Lock()
+			idle := k.inflight == 0
+			k.mu.Unlock()
+			if idle {
+				delete(m, id)
+			}
+		}
+		if len(m) >= maxPacerKeys {
+			return nil
+		}
+	}
+	k := new(paceKey)
+	m[id] = k
+	p.keys.Store(&m)
+	return k
+}

@@ -1,0 +1,71 @@
+package retry
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The Pacer's costs: a wait for a key with nothing learned (the common
+// case, and the price every request pays for setting Transport.Pacer), and
+// learning from one response: reading its headers and moving the buckets.
+
+func BenchmarkPacerWaitNothingKnown(b *testing.B) {
+	var p Pacer
+	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
+	req.Header.Set("Authorization", "Bearer sk-test")
+	var t paceTicket
+	b.ReportAllocs()
+	for b.Loop() {
+		p.reserve(&t, req, nil)
+	}
+}
+
+func BenchmarkPacerWaitUnknownKey(b *testing.B) {
+	var p Pacer
+	known, _ := http.NewRequest(http.MethodPost, "https://other.example.com/v1/x", nil)
+	p.add(known).requests.learn(&limitObs{kind: kindBucket, limit: 10, reset: time.Second}, snapshot{}, at(0))
+	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
+	req.Header.Set("Authorization", "Bearer sk-test")
+	var t paceTicket
+	b.ReportAllocs()
+	for b.Loop() {
+		p.reserve(&t, req, nil)
+	}
+}
+
+func BenchmarkPacerObserve(b *testing.B) {
+	formats := map[string]http.Header{
+		"openai": hdr("x-ratelimit-limit-requests", "10000", "x-ratelimit-limit-tokens", "2000000",
+			"x-ratelimit-remaining-requests", "9999", "x-ratelimit-remaining-tokens", "1999000",
+			"x-ratelimit-reset-requests", "6ms", "x-ratelimit-reset-tokens", "30ms"),
+		"anthropic": hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT",
+			"anthropic-ratelimit-requests-limit", "4000", "anthropic-ratelimit-requests-remaining", "3999",
+			"anthropic-ratelimit-requests-reset", "2026-01-01T00:00:01Z",
+			"anthropic-ratelimit-tokens-limit", "400000", "anthropic-ratelimit-tokens-remaining", "399000",
+			"anthropic-ratelimit-tokens-reset", "2026-01-01T00:00:01Z"),
+		"github": hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT", "x-ratelimit-limit", "5000",
+			"x-ratelimit-remaining", "4999", "x-ratelimit-reset", strconv.FormatInt(pacerEpoch.Unix()+3600, 10),
+			"x-ratelimit-resource", "core"),
+		"ietf": hdr("RateLimit-Policy", `"rpm";q=600;w=60, "tpm";q=1000000;qu="tokens";w=60`,
+			"RateLimit", `"rpm";r=599;t=1, "tpm";r=999000;t=1`),
+	}
+	for name, h := range formats {
+		b.Run(name, func(b *testing.B) {
+			p := Pacer{Cost: func(*http.Request) int64 { return 1000 }}
+			req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
+			resp := &http.Response{StatusCode: 200, Header: h}
+			var pol Policy
+			var t paceTicket
+			p.observe(&t, req, resp, &pol) // the key exists from here on
+			var sent paceTicket
+			p.reserve(&sent, req, nil) // a ticket as a request holds it when its response comes
+			b.ReportAllocs()
+			for b.Loop() {
+				t = sent
+				p.observe(&t, req, resp, &pol)
+			}
+		})
+	}
+}

@@ -1,0 +1,335 @@
+package retry
+
+import (
+	"math"
+	"net/http"
+	"time"
+)
+
+// This file reads the rate-limit headers the Pacer learns from. Each parser
+// is a pure function of a response's header (and, where the server sends
+// absolute times, of the instant the response is read), so that each can be
+// tested and fuzzed alone. A value that cannot be true is dropped, never
+// believed: a bad header must not stop a key (or worse, every key) for long.
+
+// maxPacerReset is the furthest reset, window or Retry-After the Pacer
+// believes. Every rate limit the formats below describe refills within a
+// day; a later time is a broken server or a hostile one.
+const maxPacerReset = 24 * time.Hour
+
+// limitKind says how a limit refills.
+type limitKind uint8
+
+const (
+	kindNone   limitKind = iota // nothing believable was said
+	kindBucket                  // a token bucket refilling continuously at rate
+	kindWindow                  // a fixed window: remaining until reset, then the whole limit
+)
+
+// limitObs is what one response says about one dimension (requests or
+// tokens) of a limit.
+type limitObs struct {
+	kind      limitKind
+	limit     float64       // the bucket's size, or the window's quota; > 0
+	remaining float64       // what is left now, in [0, limit]
+	reset     time.Duration // bucket: until full again; window: until it ends; in [0, maxPacerReset]
+	rate      float64       // bucket: units per second when the format says (IETF q/w); 0: derive
+	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
+	end       int64         // window: when it ends in the server's Unix seconds, when the format says; else 0
+}
+
+// rateObs is what one response says about its key's limits.
+type rateObs struct {
+	requests, tokens limitObs
+	resource         string // GitHub's x-ratelimit-resource: which of its limits this is
+}
+
+// empty reports an observation that teaches nothing.
+func (o *rateObs) empty() bool {
+	return o.requests.kind == kindNone && o.tokens.kind == kindNone
+}
+
+// parseRateHeaders reads every format the Pacer knows from h. When a
+// response carries more than one format, the first that says anything
+// about a dimension wins, in this order: Anthropic's and OpenAI's names
+// (which cannot be mistaken for anything else), the IETF RateLimit fields,
+// the older RateLimit-* fields, then GitHub's, whose bare x-ratelimit-*
+// names gateways also use loosely. now dates absolute times when the
+// response has no valid Date header.
+func parseRateHeaders(h http.Header, now time.Time) rateObs {
+	var o rateObs
+	if len(h) == 0 {
+		return o
+	}
+	merge := func(p rateObs) {
+		if o.requests.kind == kindNone {
+			o.requests = p.requests
+		}
+		if o.tokens.kind == kindNone {
+			o.tokens = p.tokens
+		}
+		if o.resource == "" {
+			o.resource = p.resource
+		}
+	}
+	full := func() bool { return o.requests.kind != kindNone && o.tokens.kind != kindNone }
+	if merge(parseAnthropic(h, now)); full() {
+		return o
+	}
+	if merge(parseOpenAI(h)); full() {
+		return o
+	}
+	if merge(parseIETF(h)); full() {
+		return o
+	}
+	merge(parseIETFLegacy(h))
+	merge(parseGitHub(h, now))
+	return o
+}
+
+// parseOpenAI reads OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}.
+// The resets are the time until the bucket is full again, written as Go
+// durations ("1s", "6m0s", "12ms", "1m30.5s"); Azure OpenAI sends plain
+// seconds. The limits are token buckets refilling continuously.
+func parseOpenAI(h http.Header) rateObs {
+	if len(h["X-Ratelimit-Limit-Requests"]) == 0 && len(h["X-Ratelimit-Limit-Tokens"]) == 0 {
+		return rateObs{}
+	}
+	return rateObs{
+		requests: openAIDim(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"),
+		tokens:   openAIDim(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"),
+	}
+}
+
+func openAIDim(h http.Header, limitKey, remainingKey, resetKey string) limitObs {
+	limit, ok1 := headerCount(h, limitKey)
+	remaining, ok2 := headerCount(h, remainingKey)
+	v, ok3 := headerValue(h, resetKey)
+	if !ok1 || !ok2 || !ok3 {
+		return limitObs{}
+	}
+	reset, ok := parseResetDuration(v)
+	if !ok {
+		return limitObs{}
+	}
+	return bucketObs(limit, remaining, reset, 0, 0)
+}
+
+// parseResetDuration reads a reset written as a Go duration ("6m0s") or as
+// plain seconds ("20", "0.5").
+func parseResetDuration(v string) (time.Duration, bool) {
+	if d, ok := parseDecimal(v, float64(time.Second)); ok {
+		return d, d <= maxPacerReset
+	}
+	if len(v) > 64 || v[0] == '-' || v[0] == '+' {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d >= 0 && d <= maxPacerReset
+}
+
+// anthropicKeys are the header names of Anthropic's dimensions, written
+// out so that reading them builds no string: requests, then the tokens
+// dimensions in order of preference (the combined limit when it is sent,
+// else the input tokens, which is what a request's Cost can know before it
+// is sent).
+var anthropicKeys = [...][3]string{
+	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+	{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
+}
+
+// parseAnthropic reads anthropic-ratelimit-{requests,tokens,input-tokens}-{limit,remaining,reset}.
+// The resets are RFC 3339 times at which the bucket is full again; they are
+// read relative to the response's Date header, so that a skew between the
+// server's clock and ours cancels out (now stands in for a missing Date).
+func parseAnthropic(h http.Header, now time.Time) rateObs {
+	var o rateObs
+	if len(h[anthropicKeys[0][0]]) == 0 && len(h[anthropicKeys[1][0]]) == 0 && len(h[anthropicKeys[2][0]]) == 0 {
+		return o // the common case: not Anthropic
+	}
+	date := responseDate(h, now)
+	o.requests = anthropicDim(h, &anthropicKeys[0], date)
+	for i := 1; i < len(anthropicKeys) && o.tokens.kind == kindNone; i++ {
+		o.tokens = anthropicDim(h, &anthropicKeys[i], date)
+	}
+	return o
+}
+
+func anthropicDim(h http.Header, keys *[3]string, date time.Time) limitObs {
+	limit, ok1 := headerCount(h, keys[0])
+	remaining, ok2 := headerCount(h, keys[1])
+	v, ok3 := headerValue(h, keys[2])
+	if !ok1 || !ok2 || !ok3 || len(v) > 64 {
+		return limitObs{}
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return limitObs{}
+	}
+	reset := max(at.Sub(date), 0) // a reset already past: full now
+	if reset > maxPacerReset {
+		return limitObs{}
+	}
+	var slack time.Duration
+	if at.Nanosecond() == 0 {
+		slack = time.Second // second precision, and Date has no more
+	}
+	return bucketObs(limit, remaining, reset, 0, slack)
+}
+
+// parseGitHub reads GitHub's x-ratelimit-{limit,remaining,reset,resource}.
+// The reset is when the current fixed window ends, in Unix seconds, read
+// relative to the response's Date. GitHub counts requests only.
+func parseGitHub(h http.Header, now time.Time) rateObs {
+	if len(h["X-Ratelimit-Limit"]) == 0 {
+		return rateObs{}
+	}
+	limit, ok1 := headerCount(h, "X-Ratelimit-Limit")
+	remaining, ok2 := headerCount(h, "X-Ratelimit-Remaining")
+	secs, ok3 := headerCount(h, "X-Ratelimit-Reset")
+	if !ok1 || !ok2 || !ok3 || secs > 1<<40 {
+		return rateObs{}
+	}
+	date := responseDate(h, now)
+	reset := max(time.Unix(int64(secs), 0).Sub(date), 0)
+	if reset > maxPacerReset {
+		return rateObs{}
+	}
+	resource, _ := headerValue(h, "X-Ratelimit-Resource")
+	if len(resource) > 64 {
+		resource = ""
+	}
+	o := rateObs{requests: windowObs(limit, remaining, reset, time.Second), resource: resource}
+	if o.requests.kind != kindNone {
+		o.requests.end = int64(secs)
+	}
+	return o
+}
+
+// parseIETFLegacy reads the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset fields of the earlier drafts of
+// draft-ietf-httpapi-ratelimit-headers, which many gateways still send. The
+// reset is delta-seconds until the window's quota returns. A limit may name
+// its window ("100, 100;w=60"); then it refills at limit per window.
+func parseIETFLegacy(h http.Header) rateObs {
+	if len(h["Ratelimit-Limit"]) == 0 {
+		return rateObs{}
+	}
+	lv, ok1 := headerValue(h, "Ratelimit-Limit")
+	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
+	secs, ok3 := headerCount(h, "Ratelimit-Reset")
+	if !ok1 || !ok2 || !ok3 {
+		return rateObs{}
+	}
+	var limit, w float64
+	ok := false
+	// The first member is the limit in force; the later ones describe
+	// quota policies, one of which gives its window.
+	list := sfList{rest: lv}
+	var it sfItem
+	for w == 0 && list.next(&it) {
+		if !ok {
+			if limit, ok = it.num, it.isNum; !ok {
+				break
+			}
+		}
+		if it.isNum && it.num == limit {
+			w = it.param("w")
+		}
+	}
+	reset := time.Duration(secs * float64(time.Second))
+	if !ok || secs > maxPacerReset.Seconds() {
+		return rateObs{}
+	}
+	if w > 0 && w <= maxPacerReset.Seconds() {
+		return rateObs{requests: bucketObs(limit, remaining, reset, limit/w, time.Second)}
+	}
+	return rateObs{requests: windowObs(limit, remaining, reset, time.Second)}
+}
+
+// parseIETF reads the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers: structured-field lists of named
+// policies, each a quota q of unit qu ("requests" when absent) per window
+// of w seconds, and for each, r units available now and t seconds until the
+// quota resets. A unit of "tokens", which LLM gateways use, counts as
+// tokens; other units are not paced. Where several policies bind one
+// dimension, the one with the least available wins. The partition key pk
+// is not read: Pacer.Key says which requests share a limit.
+func parseIETF(h http.Header) rateObs {
+	pv, ok1 := headerJoined(h, "Ratelimit-Policy")
+	rv, ok2 := headerJoined(h, "Ratelimit")
+	if !ok1 || !ok2 {
+		return rateObs{}
+	}
+	type policy struct {
+		name    string
+		q, w    float64
+		dim     int // 0 requests, 1 tokens, -1 not paced
+		visited bool
+	}
+	var policies [8]policy // more policies than this are not read
+	n := 0
+	var it sfItem
+	for list := (sfList{rest: pv}); n < len(policies) && list.next(&it); n++ {
+		p := policy{name: it.name, q: it.param("q"), w: it.param("w")}
+		switch it.strParam("qu") {
+		case "", "requests":
+		case "tokens":
+			p.dim = 1
+		default:
+			p.dim = -1
+		}
+		policies[n] = p
+	}
+	var o rateObs
+	for list := (sfList{rest: rv}); list.next(&it); {
+		for i := range policies[:n] {
+			p := &policies[i]
+			if p.name != it.name || p.dim < 0 || p.visited {
+				continue
+			}
+			p.visited = true
+			r, t := it.param("r"), it.param("t")
+			if _, ok := it.rawParam("r"); !ok || t > maxPacerReset.Seconds() {
+				break
+			}
+			var obs limitObs
+			if p.w > 0 && p.w <= maxPacerReset.Seconds() {
+				obs = bucketObs(p.q, r, time.Duration(t*float64(time.Second)), p.q/p.w, time.Second)
+			} else {
+				obs = windowObs(p.q, r, time.Duration(t*float64(time.Second)), time.Second)
+			}
+			dst := &o.requests
+			if p.dim == 1 {
+				dst = &o.tokens
+			}
+			if obs.kind != kindNone && (dst.kind == kindNone || obs.remaining < dst.remaining) {
+				*dst = obs
+			}
+		}
+	}
+	return o
+}
+
+// bucketObs checks a token bucket's numbers: a limit of 0 or less, a
+// remaining above it, or a reset out of range cannot be true.
+func bucketObs(limit, remaining float64, reset time.Duration, rate float64, slack time.Duration) limitObs {
+	if !sane(limit, remaining, reset) || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+		return limitObs{}
+	}
+	return limitObs{kind: kindBucket, limit: limit, remaining: remaining, reset: reset, rate: rate, slack: slack}
+}
+
+// windowObs is bucketObs for a fixed window.
+func windowObs(limit, remaining float64, reset, slack time.Duration) limitObs {
+	if !sane(limit, remaining, reset) {
+		return limitObs{}
+	}
+	return limitObs{kind: kindWindow, limit: limit, remaining: remaining, reset: reset, slack: slack}
+}
+
+func sane(limit, remaining float64, reset time.Duration) bool {
+	return limit > 0 && limit <= 1e15 && remaining >= 0 && remaining <= limit &&
+		reset >= 0 && reset <= maxPacerReset
+}

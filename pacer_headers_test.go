@@ -1,0 +1,318 @@
+package retry
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// hdr builds a header from name, value pairs, canonicalizing the names as
+// net/http does for a received response.
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+var obsCmp = cmp.AllowUnexported(rateObs{}, limitObs{})
+
+// pacerEpoch is the instant the parser tests read headers at.
+var pacerEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestParseOpenAI(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		h    http.Header
+		want rateObs
+	}{
+		{
+			name: "documented sample", // from OpenAI's rate-limit guide
+			h: hdr("x-ratelimit-limit-requests", "60", "x-ratelimit-limit-tokens", "150000",
+				"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
+				"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
+			want: rateObs{
+				requests: limitObs{kind: kindBucket, limit: 60, remaining: 59, reset: time.Second},
+				tokens:   limitObs{kind: kindBucket, limit: 150000, remaining: 149984, reset: 6 * time.Minute},
+			},
+		},
+		{
+			name: "milliseconds and fractions",
+			h: hdr("x-ratelimit-limit-requests", "10000", "x-ratelimit-remaining-requests", "9999",
+				"x-ratelimit-reset-requests", "12ms", "x-ratelimit-limit-tokens", "2000000",
+				"x-ratelimit-remaining-tokens", "1000000", "x-ratelimit-reset-tokens", "1m30.5s"),
+			want: rateObs{
+				requests: limitObs{kind: kindBucket, limit: 10000, remaining: 9999, reset: 12 * time.Millisecond},
+				tokens:   limitObs{kind: kindBucket, limit: 2e6, remaining: 1e6, reset: 90500 * time.Millisecond},
+			},
+		},
+		{
+			name: "azure plain seconds",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "99",
+				"x-ratelimit-reset-requests", "60"),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 99, reset: time.Minute}},
+		},
+		{
+			name: "reset in ten years ignored",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "99",
+				"x-ratelimit-reset-requests", "87600h"),
+		},
+		{
+			name: "limit zero ignored",
+			h: hdr("x-ratelimit-limit-requests", "0", "x-ratelimit-remaining-requests", "0",
+				"x-ratelimit-reset-requests", "1s"),
+		},
+		{
+			name: "negative remaining ignored",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "-1",
+				"x-ratelimit-reset-requests", "1s"),
+		},
+		{
+			name: "negative reset ignored",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "1",
+				"x-ratelimit-reset-requests", "-1s"),
+		},
+		{
+			name: "remaining above limit ignored",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "101",
+				"x-ratelimit-reset-requests", "1s"),
+		},
+		{
+			name: "garbage ignored",
+			h: hdr("x-ratelimit-limit-requests", "lots", "x-ratelimit-remaining-requests", "NaN",
+				"x-ratelimit-reset-requests", "soon"),
+		},
+		{
+			name: "partial headers ignored",
+			h:    hdr("x-ratelimit-limit-requests", "100", "x-ratelimit-remaining-requests", "99"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, parseOpenAI(tt.h), obsCmp); diff != "" {
+				t.Errorf("parseOpenAI (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseAnthropic(t *testing.T) {
+	t.Parallel()
+	date := "Thu, 01 Jan 2026 00:00:00 GMT"
+	tests := []struct {
+		name string
+		h    http.Header
+		now  time.Time
+		want rateObs
+	}{
+		{
+			name: "documented sample, skewed local clock",
+			h: hdr("Date", date,
+				"anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "49",
+				"anthropic-ratelimit-requests-reset", "2026-01-01T00:00:02Z",
+				"anthropic-ratelimit-tokens-limit", "80000", "anthropic-ratelimit-tokens-remaining", "72000",
+				"anthropic-ratelimit-tokens-reset", "2026-01-01T00:00:06Z",
+				"anthropic-ratelimit-input-tokens-limit", "40000", "anthropic-ratelimit-input-tokens-remaining", "39000",
+				"anthropic-ratelimit-input-tokens-reset", "2026-01-01T00:00:01Z"),
+			now: pacerEpoch.Add(time.Hour), // the Date header wins over our clock
+			want: rateObs{
+				requests: limitObs{kind: kindBucket, limit: 50, remaining: 49, reset: 2 * time.Second, slack: time.Second},
+				tokens:   limitObs{kind: kindBucket, limit: 80000, remaining: 72000, reset: 6 * time.Second, slack: time.Second},
+			},
+		},
+		{
+			name: "input tokens when no combined limit",
+			h: hdr("Date", date,
+				"anthropic-ratelimit-input-tokens-limit", "40000", "anthropic-ratelimit-input-tokens-remaining", "39000",
+				"anthropic-ratelimit-input-tokens-reset", "2026-01-01T00:00:01.5Z"),
+			now: pacerEpoch,
+			want: rateObs{
+				tokens: limitObs{kind: kindBucket, limit: 40000, remaining: 39000, reset: 1500 * time.Millisecond},
+			},
+		},
+		{
+			name: "no Date: relative to now, reset past means full now",
+			h: hdr("anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "50",
+				"anthropic-ratelimit-requests-reset", "2025-12-31T23:59:00Z"),
+			now:  pacerEpoch,
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 50, remaining: 50, slack: time.Second}},
+		},
+		{
+			name: "reset in ten years ignored",
+			h: hdr("Date", date, "anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "1",
+				"anthropic-ratelimit-requests-reset", "2036-01-01T00:00:00Z"),
+			now: pacerEpoch,
+		},
+		{
+			name: "garbage reset ignored",
+			h: hdr("Date", date, "anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "1",
+				"anthropic-ratelimit-requests-reset", "tomorrow"),
+			now: pacerEpoch,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, parseAnthropic(tt.h, tt.now), obsCmp); diff != "" {
+				t.Errorf("parseAnthropic (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseGitHub(t *testing.T) {
+	t.Parallel()
+	reset := pacerEpoch.Add(30 * time.Minute).Unix()
+	tests := []struct {
+		name string
+		h    http.Header
+		want rateObs
+	}{
+		{
+			name: "documented sample",
+			h: hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT", "x-ratelimit-limit", "5000", "x-ratelimit-remaining", "4987",
+				"x-ratelimit-used", "13", "x-ratelimit-reset", itoa(reset), "x-ratelimit-resource", "core"),
+			want: rateObs{
+				requests: limitObs{kind: kindWindow, limit: 5000, remaining: 4987, reset: 30 * time.Minute, slack: time.Second, end: reset},
+				resource: "core",
+			},
+		},
+		{
+			name: "no Date: relative to now",
+			h:    hdr("x-ratelimit-limit", "30", "x-ratelimit-remaining", "0", "x-ratelimit-reset", itoa(reset)),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 30, reset: 30 * time.Minute, slack: time.Second, end: reset}},
+		},
+		{
+			name: "reset in ten years ignored",
+			h: hdr("x-ratelimit-limit", "30", "x-ratelimit-remaining", "0",
+				"x-ratelimit-reset", itoa(pacerEpoch.AddDate(10, 0, 0).Unix())),
+		},
+		{
+			name: "huge reset ignored",
+			h:    hdr("x-ratelimit-limit", "30", "x-ratelimit-remaining", "0", "x-ratelimit-reset", "99999999999999999999"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, parseGitHub(tt.h, pacerEpoch), obsCmp); diff != "" {
+				t.Errorf("parseGitHub (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseIETF(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		h    http.Header
+		want rateObs
+	}{
+		{
+			name: "draft sample",
+			h:    hdr("RateLimit-Policy", `"default";q=100;w=10`, "RateLimit", `"default";r=50;t=5`),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 50, reset: 5 * time.Second, rate: 10, slack: time.Second}},
+		},
+		{
+			name: "two policies, tokens, partition keys, split lines",
+			h: hdr("RateLimit-Policy", `"rpm";q=600;w=60;pk=:cGsx:`, "RateLimit-Policy", `"tpm";q=1000000;qu="tokens";w=60`,
+				"RateLimit", `"rpm";r=10;t=59;pk=:cGsx:, "tpm";r=5000;t=60`),
+			want: rateObs{
+				requests: limitObs{kind: kindBucket, limit: 600, remaining: 10, reset: 59 * time.Second, rate: 10, slack: time.Second},
+				tokens:   limitObs{kind: kindBucket, limit: 1e6, remaining: 5000, reset: time.Minute, rate: 1e6 / 60, slack: time.Second},
+			},
+		},
+		{
+			name: "least available policy binds",
+			h: hdr("RateLimit-Policy", `"burst";q=100;w=60, "day";q=1000;w=86400`,
+				"RateLimit", `"burst";r=90;t=30, "day";r=5;t=3600`),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 1000, remaining: 5, reset: time.Hour, rate: 1000.0 / 86400, slack: time.Second}},
+		},
+		{
+			name: "unknown unit not paced",
+			h:    hdr("RateLimit-Policy", `"b";q=1000;qu="content-bytes";w=1`, "RateLimit", `"b";r=0;t=1`),
+		},
+		{
+			name: "policy without window is a fixed window",
+			h:    hdr("RateLimit-Policy", `"x";q=100`, "RateLimit", `"x";r=3;t=20`),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 3, reset: 20 * time.Second, slack: time.Second}},
+		},
+		{
+			name: "garbage ignored",
+			h:    hdr("RateLimit-Policy", `;;,,"x";q=-1;w=0`, "RateLimit", `"x";r=;t=abc, "`),
+		},
+		{
+			name: "legacy fields",
+			h:    hdr("RateLimit-Limit", "100", "RateLimit-Remaining", "40", "RateLimit-Reset", "20"),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 40, reset: 20 * time.Second, slack: time.Second}},
+		},
+		{
+			name: "legacy fields with a window",
+			h:    hdr("RateLimit-Limit", "100, 100;w=60, 1000;w=3600", "RateLimit-Remaining", "40", "RateLimit-Reset", "20"),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 40, reset: 20 * time.Second, rate: 100.0 / 60, slack: time.Second}},
+		},
+		{
+			name: "legacy reset in ten years ignored",
+			h:    hdr("RateLimit-Limit", "100", "RateLimit-Remaining", "40", "RateLimit-Reset", "315360000"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := parseIETF(tt.h)
+			if got.empty() {
+				got = parseIETFLegacy(tt.h)
+			}
+			if diff := cmp.Diff(tt.want, got, obsCmp); diff != "" {
+				t.Errorf("parseIETF (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRateHeadersConflict(t *testing.T) {
+	t.Parallel()
+	// OpenAI's names and GitHub's bare ones on one response: OpenAI's win
+	// for requests, and tokens come from OpenAI too.
+	h := hdr("x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "1s",
+		"x-ratelimit-limit", "5000", "x-ratelimit-remaining", "1", "x-ratelimit-reset", itoa(pacerEpoch.Unix()+60),
+		"RateLimit-Limit", "7", "RateLimit-Remaining", "7", "RateLimit-Reset", "1")
+	want := rateObs{requests: limitObs{kind: kindBucket, limit: 60, remaining: 59, reset: time.Second}}
+	if diff := cmp.Diff(want, parseRateHeaders(h, pacerEpoch), obsCmp); diff != "" {
+		t.Errorf("parseRateHeaders (-want +got):\n%s", diff)
+	}
+	if o := parseRateHeaders(http.Header{"Content-Type": {"text/plain"}}, pacerEpoch); !o.empty() {
+		t.Errorf("parseRateHeaders of a response without rate-limit headers = %+v, want empty", o)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestCutOutsideQuotes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in      string
+		before, after string
+		found         bool
+	}{
+		{name: "plain", in: `a;b`, before: "a", after: "b", found: true},
+		{name: "quoted separator", in: `"a;b";c`, before: `"a;b"`, after: "c", found: true},
+		{name: "escaped quote", in: `"a\";b";c`, before: `"a\";b"`, after: "c", found: true},
+		{name: "unterminated", in: `"a;b`, before: `"a;b`},
+		{name: "none", in: `abc`, before: "abc"},
+		{name: "two strings", in: `"x" "y;";z`, before: `"x" "y;"`, after: "z", found: true},
+	}
+	for _, tt := range tests {
+		before, after, found := cutOutsideQuotes(tt.in, ';')
+		if diff := cmp.Diff([]any{tt.before, tt.after, tt.found}, []any{before, after, found}); diff != "" {
+			t.Errorf("%s: cutOutsideQuotes(%q) (-want +got):\n%s", tt.name, tt.in, diff)
+		}
+	}
+}

@@ -77,3 +77,30 @@ func ExampleFakeTime() {
 	// [500ms 1s 2s 4s] 7.5s
 	// 500ms
 }
+
+func ExampleNewMemoryServer() {
+	t := &exampleT{} // in a test: its *testing.T, usually inside synctest.Test
+	defer t.finish()
+
+	srv := retrytest.NewMemoryServer(t,
+		retrytest.Status(http.StatusServiceUnavailable),
+		retrytest.Step{Body: "ok"},
+	)
+	ft := retrytest.NewFakeTime()
+	client := &http.Client{Transport: &retry.Transport{
+		Base:   srv.Client().Transport, // dials the server in memory
+		Policy: retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand},
+	}}
+	resp, err := client.Get(srv.URL + "/v1/models")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(srv.URL, resp.StatusCode, string(body))
+	fmt.Println("requests:", srv.Requests(), "sleeps:", ft.Sleeps())
+	// Output:
+	// http://retrytest.invalid 200 ok
+	// requests: 2 sleeps: [500ms]
+}

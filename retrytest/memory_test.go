@@ -21,8 +21,10 @@ func TestHangingServerInSynctest(t *testing.T) {
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		srv := retrytest.NewMemoryServer(t, retrytest.Step{Hang: true})
-		client := &http.Client{Transport: retry.NewTransport(srv.Client().Transport,
-			retry.Policy{MaxAttempts: 2})}
+		client := &http.Client{Transport: &retry.Transport{
+			Base:   srv.Client().Transport, // dials the server in memory
+			Policy: retry.Policy{MaxAttempts: 2},
+		}}
 
 		began := time.Now() // the bubble's clock
 		resp, err := client.Get(srv.URL)

@@ -49,6 +49,31 @@ func TestHangingServerInSynctest(t *testing.T) {
 	}
 }
 
+// TestStalledBodyInSynctest: a body that stops halfway is cut by the
+// Transport's BodyIdleTimeout after 30 s of virtual time.
+func TestStalledBodyInSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := retrytest.NewMemoryServer(t, retrytest.Step{Body: "partial", Stall: true})
+		client := &http.Client{Transport: &retry.Transport{
+			Base:            srv.Client().Transport,
+			BodyIdleTimeout: 30 * time.Second,
+		}}
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		began := time.Now()
+		body, err := io.ReadAll(resp.Body)
+		if string(body) != "partial" || !errors.Is(err, retry.ErrBodyIdle) {
+			t.Errorf("body %q, err %v; want \"partial\" and retry.ErrBodyIdle", body, err)
+		}
+		if d := time.Since(began); d < 30*time.Second || d > 31*time.Second {
+			t.Errorf("the read took %v of virtual time, want 30 s", d)
+		}
+	})
+}
+
 // TestMemoryServerPlaysSteps runs the same kinds of script as the loopback
 // server, inside a bubble: every answer, a stall cut by the client, a delay
 // that passes in virtual time, and connections counted.

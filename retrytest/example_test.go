@@ -79,28 +79,28 @@ func ExampleFakeTime() {
 }
 
 func ExampleNewMemoryServer() {
-	t := &exampleT{} // in a test: its *testing.T, usually inside synctest.Test
+	t := &exampleT{} // in a test: its *testing.T, inside the function given to synctest.Test
 	defer t.finish()
 
 	srv := retrytest.NewMemoryServer(t,
-		retrytest.Status(http.StatusServiceUnavailable),
+		retrytest.Status(http.StatusServiceUnavailable, "Retry-After", "1"),
 		retrytest.Step{Body: "ok"},
 	)
-	ft := retrytest.NewFakeTime()
-	client := &http.Client{Transport: &retry.Transport{
-		Base:   srv.Client().Transport, // dials the server in memory
-		Policy: retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep, Rand: ft.Rand},
-	}}
-	resp, err := client.Get(srv.URL + "/v1/models")
-	if err != nil {
-		fmt.Println(err)
-		return
+	// Only its Client reaches it: the client dials the server in memory.
+	// Use srv.Client().Transport as the Base of a retry.Transport.
+	for range 2 {
+		resp, err := srv.Client().Get(srv.URL + "/v1/models")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d Retry-After=%q %q\n", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	fmt.Println(srv.URL, resp.StatusCode, string(body))
-	fmt.Println("requests:", srv.Requests(), "sleeps:", ft.Sleeps())
+	fmt.Println(srv.URL, "requests:", srv.Requests(), "connections:", srv.Conns())
 	// Output:
-	// http://retrytest.invalid 200 ok
-	// requests: 2 sleeps: [500ms]
+	// 503 Retry-After="1" ""
+	// 200 Retry-After="" "ok"
+	// http://retrytest.invalid requests: 2 connections: 1
 }

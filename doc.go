@@ -25,4 +25,10 @@
 // proves the server did not process the request), bodies are rewound through
 // GetBody, discarded responses are drained and closed so connections are
 // reused, and the attempt timeout ends when the response headers arrive.
+//
+// The companion package [github.com/retrykit/retry/retrytest] tests code
+// that retries without waiting: a server that fails on a script of
+// statuses, hangs and dropped connections, fake time for the Policy's
+// Clock, Sleep and Rand, and an in-memory server for tests inside a
+// [testing/synctest] bubble, where even attempt timeouts take no real time.
 package retry

@@ -6,6 +6,12 @@
 // supplies the Clock, Sleep and Rand of a retry.Policy: sleeps are recorded
 // and advance a fake clock, so a test asserts exact delays and never waits.
 //
+// Attempt timeouts run on real time, which FakeTime does not reach. For
+// them, [NewMemoryServer] plays the same scripts over in-memory connections,
+// so that a test inside a [testing/synctest] bubble, where time is virtual,
+// sees a hanging server or a stalled body cut by the attempt timeout in
+// milliseconds of real time.
+//
 // The package does not import the retry package, so it serves the tests of
 // any retrying client.
 package retrytest

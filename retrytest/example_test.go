@@ -77,3 +77,30 @@ func ExampleFakeTime() {
 	// [500ms 1s 2s 4s] 7.5s
 	// 500ms
 }
+
+func ExampleNewMemoryServer() {
+	t := &exampleT{} // in a test: its *testing.T, inside the function given to synctest.Test
+	defer t.finish()
+
+	srv := retrytest.NewMemoryServer(t,
+		retrytest.Status(http.StatusServiceUnavailable, "Retry-After", "1"),
+		retrytest.Step{Body: "ok"},
+	)
+	// Only its Client reaches it: the client dials the server in memory.
+	// Use srv.Client().Transport as the Base of a retry.Transport.
+	for range 2 {
+		resp, err := srv.Client().Get(srv.URL + "/v1/models")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d Retry-After=%q %q\n", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	fmt.Println(srv.URL, "requests:", srv.Requests(), "connections:", srv.Conns())
+	// Output:
+	// 503 Retry-After="1" ""
+	// 200 Retry-After="" "ok"
+	// http://retrytest.invalid requests: 2 connections: 1
+}

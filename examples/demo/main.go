@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -124,8 +125,8 @@ func call(w io.Writer, url string, sc scenario, sleep func(context.Context, time
 				if e.FromRetryAfter {
 					from = "the server's Retry-After hint"
 				}
-				fmt.Fprintf(w, "%s  retrying: %v is retryable; waiting %v from %s\n",
-					stamp(), e.Err, e.Delay.Round(time.Millisecond), from)
+				fmt.Fprintf(w, "%s  retrying: %s is retryable; waiting %v from %s\n",
+					stamp(), failure(e.Err), e.Delay.Round(time.Millisecond), from)
 			},
 		},
 	}}
@@ -224,3 +225,14 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) close() { _ = s.srv.Close() }
+
+// failure names a retried failure for the timeline. A *retry.StatusError
+// becomes its status ("HTTP 503 Service Unavailable"): its Error text starts
+// with "retry:", which after "retrying:" would read twice.
+func failure(err error) string {
+	var se *retry.StatusError
+	if errors.As(err, &se) {
+		return "HTTP " + se.Message
+	}
+	return err.Error()
+}

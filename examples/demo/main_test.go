@@ -28,6 +28,7 @@ func TestDemo(t *testing.T) {
 		"waiting 1s from the server's Retry-After hint",
 		"returned 500 Internal Server Error after 1 attempt(s)",
 		"not retried: a POST without an Idempotency-Key",
+		"retrying: HTTP 503 Service Unavailable is retryable",
 		`returned 200 OK after 2 attempt(s): {"text":"Hello!"}`,
 		"waiting 300ms from the server's Retry-After hint",
 		`returned 200 OK after 2 attempt(s): {"text":"Hello again!"}`,
@@ -35,6 +36,9 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q; output:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "retrying: retry:") {
+		t.Errorf("output repeats the prefix; output:\n%s", got)
 	}
 	if n := len(regexp.MustCompile(`(?m)attempt \d+: `).FindAllString(got, -1)); n != 8 {
 		t.Errorf("%d attempts printed, want 8 (3 + 1 + 2 + 2); output:\n%s", n, got)

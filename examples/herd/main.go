@@ -3,7 +3,8 @@
 // under several backoff strategies side by side. Time is simulated, so
 // nothing waits: the herd takes milliseconds, the AWS model a second or two.
 //
-//	go run .                  # the herd table and herd.svg
+//	go run .                  # the herd table
+//	go run . -svg herd.svg    # the table, and the chart written to herd.svg
 //	go run . -markdown        # the same table as markdown
 //	go run . -model=aws       # the OCC contention model of the AWS post
 //
@@ -50,7 +51,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.SetOutput(errOut)
 	fs.StringVar(&o.model, "model", "herd", "herd: the outage herd; aws: the OCC contention model of the AWS post")
 	fs.BoolVar(&o.markdown, "markdown", false, "print tables as markdown")
-	fs.StringVar(&o.svg, "svg", "herd.svg", "write the calls-per-tick chart here, in the format its extension names; empty: no chart")
+	fs.StringVar(&o.svg, "svg", "", "write the calls-per-tick chart to this file, in the format its extension names; empty: no chart")
 	fs.DurationVar(&o.chart, "chart", 60*time.Second, "simulated time shown on the chart")
 	h, d := &o.herd, DefaultConfig()
 	fs.IntVar(&h.Clients, "clients", d.Clients, "clients, one request each")

@@ -34,6 +34,24 @@ func TestRunWritesTheChart(t *testing.T) {
 	}
 }
 
+// TestRunWritesNoChartUnlessAsked keeps the tracked herd.svg safe from a
+// run with other flags: only -svg writes a file.
+func TestRunWritesNoChartUnlessAsked(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // not parallel: it changes the working directory
+	var out strings.Builder
+	if err := run([]string{"-clients", "50", "-seed", "7"}, &out); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 0 || strings.Contains(out.String(), "chart:") {
+		t.Errorf("wrote %d files, output:\n%s", len(files), out.String())
+	}
+}
+
 func TestRunMarkdown(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder

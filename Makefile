@@ -14,7 +14,10 @@ BENCH_COUNT ?= 10
 BENCH_TIME  ?= 500ms
 BENCH_OUT   ?= bench.txt
 PEERS_OUT   ?= peers.txt
-FUZZ_TARGETS := FuzzParseRetryAfter FuzzBackoff FuzzTransport
+# Fuzz targets as module-directory:Target; "." is the library.
+FUZZ_TARGETS := .:FuzzParseRetryAfter .:FuzzBackoff .:FuzzTransport .:FuzzRateLimitHint \
+	.:FuzzReplayBuffer .:FuzzParseOpenAI .:FuzzParseAnthropic .:FuzzParseGitHub .:FuzzParseIETF \
+	retrygrpc:FuzzPushback
 
 .PHONY: test check fmt vet staticcheck unit modules bench bench-peers benchstat fuzz cover demo
 
@@ -37,10 +40,13 @@ unit:
 # vet -race type-checks against the same race-built packages the tests
 # use, so a module's dependencies (two LLM SDKs among them) compile once,
 # not once for vet and again for the tests.
+# A module that needs a service brings a script that starts it around a
+# command (retryredis/with-redis.sh: a redis-server on a free loopback port).
 modules:
 	@set -e; for m in $(MODULES); do \
 		echo "== $$m"; \
-		(cd $$m && $(GO) vet -race ./... && $(GO) test -race -count=1 ./...); \
+		run=; if [ -x $$m/with-redis.sh ]; then run=./with-redis.sh; fi; \
+		(cd $$m && $(GO) vet -race ./... && $$run $(GO) test -race -count=1 ./...); \
 	done
 
 demo:
@@ -57,12 +63,13 @@ cover:
 # wrote a failing input to testdata/fuzz/<target>, or is not that message.
 fuzz:
 	@set -e; log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	for f in $(FUZZ_TARGETS); do \
-		echo "== $$f"; \
-		before=$$(ls testdata/fuzz/$$f 2>/dev/null | wc -l); \
-		if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . > "$$log" 2>&1; then \
+	for t in $(FUZZ_TARGETS); do \
+		d=$${t%%:*}; f=$${t#*:}; \
+		echo "== $$d $$f"; \
+		before=$$(ls $$d/testdata/fuzz/$$f 2>/dev/null | wc -l); \
+		if ! (cd $$d && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) .) > "$$log" 2>&1; then \
 			cat "$$log"; \
-			after=$$(ls testdata/fuzz/$$f 2>/dev/null | wc -l); \
+			after=$$(ls $$d/testdata/fuzz/$$f 2>/dev/null | wc -l); \
 			if [ "$$after" != "$$before" ] || ! grep -q '^    context deadline exceeded$$' "$$log"; then \
 				exit 1; \
 			fi; \

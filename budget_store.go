@@ -1,0 +1,237 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The defaults of the fields of a [Budget] that shares its state through a
+// [BudgetStore].
+const (
+	// DefaultBudgetLease is the retries a process asks its BudgetStore for
+	// at each settlement.
+	DefaultBudgetLease = 10
+
+	// DefaultBudgetSettleEvery is how often, at most, a process settles
+	// with its BudgetStore while it has calls.
+	DefaultBudgetSettleEvery = 100 * time.Millisecond
+
+	// DefaultBudgetStoreTimeout bounds one call to a BudgetStore: a retry
+	// never waits longer than this on the store.
+	DefaultBudgetStoreTimeout = 50 * time.Millisecond
+)
+
+// BudgetStore holds a [Budget] shared by many processes, so that the
+// Budget's rule holds across all of them: with a hundred processes, the
+// MinPerSecond floor is the fleet's, not each one's.
+//
+// A process does not ask the store for every retry. It settles with it
+// now and then: it reports the first attempts it made since its last
+// settlement, hands back the retries it did not spend of its last lease,
+// and receives a new lease of retries to spend locally until the next
+// settlement. A lease granted counts as retries spent until it is handed
+// back, so processes together never get more than the rule allows.
+//
+// Settle must honour ctx, which carries the Budget's StoreTimeout, and be
+// safe for concurrent use. The retryredis module has one on Redis.
+type BudgetStore interface {
+	Settle(ctx context.Context, s BudgetSettlement) (BudgetLease, error)
+}
+
+// BudgetSettlement is what a process reports to its [BudgetStore].
+type BudgetSettlement struct {
+	// Deposits is the first attempts made since the last settlement.
+	Deposits int64
+
+	// Unspent is the retries of the lease tagged Epoch that were not
+	// spent, handed back; zero if there are none.
+	Unspent int64
+	Epoch   int64
+
+	// Want is the retries asked for the new lease: the Budget's Lease.
+	Want int64
+
+	// Ratio, MinPerSecond and Window are the Budget's rule, its defaults
+	// resolved. Every process that shares a store must use the same.
+	Ratio        float64
+	MinPerSecond float64
+	Window       time.Duration
+}
+
+// BudgetLease is what a [BudgetStore] grants: retries a process may spend
+// until its next settlement.
+type BudgetLease struct {
+	// Retries is how many, from 0 (the budget is spent) to the Want asked.
+	Retries int64
+
+	// Epoch tags the lease for the store, which takes back what was not
+	// spent of it at the next settlement. It is the store's own: the
+	// Budget hands it back unchanged.
+	Epoch int64
+}
+
+// budgetShared is the state of a Budget that trades with a BudgetStore.
+type budgetShared struct {
+	pending atomic.Int64 // first attempts not settled yet
+	due     atomic.Int64 // Clock time, in Unix nanoseconds, from which Deposit settles
+	running atomic.Bool  // a settlement started by Deposit is under way
+
+	settling sync.Mutex // held through one store call, so that there is one at a time
+
+	// These are protected by Budget.mu.
+	lease    int64     // retries left to spend
+	epoch    int64     // the store's tag of the lease
+	full     bool      // the last lease was all that was asked: ask again once it is spent
+	fallback bool      // the last store call failed: the in-process window decides
+	expires  time.Time // when the lease, or the fallback, must be settled again
+	gen      uint64    // settlements done, so that waiters know one happened
+}
+
+// depositShared counts a first attempt for the next settlement, and starts
+// one in the background when it is due, so that the lease stays fresh
+// without a call ever waiting on the store.
+func (b *Budget) depositShared() {
+	sh := &b.shared
+	sh.pending.Add(1)
+	if b.now().UnixNano() < sh.due.Load() || !sh.running.CompareAndSwap(false, true) {
+		return
+	}
+	b.mu.Lock()
+	gen := sh.gen
+	b.mu.Unlock()
+	go func() {
+		defer sh.running.Store(false)
+		b.settle(gen)
+	}()
+}
+
+// withdrawShared is Withdraw with a Store: it spends the lease; when the
+// lease is spent or stale it settles, so that a retry waits at most a few
+// StoreTimeouts (one store call of its own and one of another goroutine's,
+// twice); while the store fails it asks the in-process window.
+func (b *Budget) withdrawShared() bool {
+	sh := &b.shared
+	for round := 0; ; round++ {
+		b.mu.Lock()
+		now := b.now()
+		stale := !now.Before(sh.expires)
+		if sh.fallback {
+			ok := b.withdrawLocked()
+			gen := sh.gen
+			b.mu.Unlock()
+			if stale && sh.running.CompareAndSwap(false, true) {
+				// Try the store again, but let no retry wait on a store
+				// that just failed.
+				go func() {
+					defer sh.running.Store(false)
+					b.settle(gen)
+				}()
+			}
+			return ok
+		}
+		if sh.lease > 0 && !stale {
+			sh.lease--
+			b.countLocked(b.slice()) // so that a fallback knows of it
+			b.mu.Unlock()
+			return true
+		}
+		// A lease cut short means the fleet's budget is spent: refuse
+		// until the next settlement rather than ask at every retry. A full
+		// lease that other goroutines spent first is asked for once more.
+		if round == 2 || (!stale && !sh.full) {
+			b.mu.Unlock()
+			return false
+		}
+		gen := sh.gen
+		b.mu.Unlock()
+		b.settle(gen)
+	}
+}
+
+// settle trades with the store once, unless a settlement was done since
+// gen was read.
+func (b *Budget) settle(gen uint64) {
+	sh := &b.shared
+	sh.settling.Lock()
+	defer sh.settling.Unlock()
+	b.mu.Lock()
+	if sh.gen != gen {
+		b.mu.Unlock()
+		return
+	}
+	req := BudgetSettlement{
+		Deposits: sh.pending.Swap(0), Want: int64(b.lease()),
+		Ratio: b.ratio(), MinPerSecond: b.minPerSecond(), Window: b.window(),
+	}
+	if !sh.fallback {
+		req.Unspent, req.Epoch = sh.lease, sh.epoch
+	}
+	sh.lease = 0 // handed back
+	b.mu.Unlock()
+
+	got, err := b.callStore(req)
+	now := b.now()
+	b.mu.Lock()
+	sh.gen++
+	// Deposits and retries handed back with a failed call are not sent
+	// again: the store may have counted them, and counting them twice
+	// would allow retries that were not earned.
+	sh.fallback = err != nil
+	sh.lease, sh.epoch, sh.full = got.Retries, got.Epoch, got.Retries == req.Want
+	sh.expires = now.Add(b.leaseLife())
+	sh.due.Store(sh.expires.UnixNano())
+	b.mu.Unlock()
+	if err != nil && b.OnFallback != nil {
+		b.OnFallback(err)
+	}
+}
+
+// callStore calls Store.Settle under StoreTimeout and checks its answer.
+func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
+	defer cancel()
+	got, err := b.Store.Settle(ctx, req)
+	switch {
+	case err != nil:
+		return BudgetLease{}, fmt.Errorf("retry: Budget.Store failed: %w", err)
+	case got.Retries < 0 || got.Retries > req.Want:
+		return BudgetLease{}, fmt.Errorf("retry: Budget.Store granted %d retries when %d were asked",
+			got.Retries, req.Want)
+	}
+	return got, nil
+}
+
+// leaseLife is how long a lease may be spent: SettleEvery, but at most half
+// the Window, so that the store still counts the lease when what is left
+// of it is handed back.
+func (b *Budget) leaseLife() time.Duration {
+	life := b.SettleEvery
+	if life <= 0 {
+		life = DefaultBudgetSettleEvery
+	}
+	return max(min(life, b.window()/2), 1)
+}
+
+func (b *Budget) lease() int {
+	if b.Lease <= 0 {
+		return DefaultBudgetLease
+	}
+	return b.Lease
+}
+
+func (b *Budget) storeTimeout() time.Duration {
+	if b.StoreTimeout <= 0 {
+		return DefaultBudgetStoreTimeout
+	}
+	return b.StoreTimeout
+}
+
+func (b *Budget) minPerSecond() float64 {
+	if b.MinPerSecond == 0 {
+		return DefaultBudgetMinPerSecond
+	}
+	return b.MinPerSecond
+}

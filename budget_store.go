@@ -35,8 +35,14 @@ const (
 // settlement. A lease granted counts as retries spent until it is handed
 // back, so processes together never get more than the rule allows.
 //
-// Settle must honour ctx, which carries the Budget's StoreTimeout, and be
-// safe for concurrent use. The retryredis module has one on Redis.
+// While the store fails (an error, an answer out of range, or no answer
+// within StoreTimeout), each process falls back to its own in-process
+// window, in which the retries it spent from its leases still count, and
+// asks the store again every SettleEvery, in the background.
+//
+// Settle must be safe for concurrent use, and should return once ctx, which
+// carries the Budget's StoreTimeout, is done: the Budget stops waiting then
+// anyway. The retryredis module has a BudgetStore on Redis.
 type BudgetStore interface {
 	Settle(ctx context.Context, s BudgetSettlement) (BudgetLease, error)
 }
@@ -189,19 +195,36 @@ func (b *Budget) settle(gen uint64) {
 	}
 }
 
-// callStore calls Store.Settle under StoreTimeout and checks its answer.
+// callStore calls Store.Settle under StoreTimeout and checks its answer. It
+// returns at the timeout even if Settle does not: a store that ignores its
+// context (a Redis client whose socket reads are bounded by its own read
+// timeout only, for one) must not hold a retry up.
 func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
 	defer cancel()
-	got, err := b.Store.Settle(ctx, req)
-	switch {
-	case err != nil:
-		return BudgetLease{}, fmt.Errorf("retry: Budget.Store failed: %w", err)
-	case got.Retries < 0 || got.Retries > req.Want:
-		return BudgetLease{}, fmt.Errorf("retry: Budget.Store granted %d retries when %d were asked",
-			got.Retries, req.Want)
+	type answer struct {
+		lease BudgetLease
+		err   error
 	}
-	return got, nil
+	ch := make(chan answer, 1) // buffered: a late Settle ends without a reader
+	go func() {
+		got, err := b.Store.Settle(ctx, req)
+		ch <- answer{got, err}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		a.err = ctx.Err()
+	}
+	switch {
+	case a.err != nil:
+		return BudgetLease{}, fmt.Errorf("retry: Budget.Store failed: %w", a.err)
+	case a.lease.Retries < 0 || a.lease.Retries > req.Want:
+		return BudgetLease{}, fmt.Errorf("retry: Budget.Store granted %d retries when %d were asked",
+			a.lease.Retries, req.Want)
+	}
+	return a.lease, nil
 }
 
 // leaseLife is how long a lease may be spent: SettleEvery, but at most half

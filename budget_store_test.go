@@ -23,6 +23,7 @@ type fakeStore struct {
 	fail     error                                 // returned while set
 	answer   func(BudgetSettlement) BudgetLease    // overrides the grant when set
 	block    func(ctx context.Context) (err error) // called first when set
+	release  chan struct{}                         // for a block to wait on
 }
 
 func (f *fakeStore) Settle(ctx context.Context, s BudgetSettlement) (BudgetLease, error) {
@@ -162,11 +163,15 @@ func TestBudgetStoreFallback(t *testing.T) {
 		{name: "slower than StoreTimeout", set: func(f *fakeStore) {
 			f.block = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 		}},
+		{name: "deaf to its context", set: func(f *fakeStore) {
+			f.block = func(context.Context) error { <-f.release; return errors.New("late") }
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			store := &fakeStore{stock: 1000}
+			store := &fakeStore{stock: 1000, release: make(chan struct{})}
+			t.Cleanup(func() { close(store.release) })
 			store.set(tt.set)
 			b, clock := newStoreBudget(store)
 			var errs []error

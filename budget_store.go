@@ -3,7 +3,6 @@ package retry
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -83,17 +82,14 @@ type BudgetLease struct {
 type budgetShared struct {
 	pending atomic.Int64 // first attempts not settled yet
 	due     atomic.Int64 // Clock time, in Unix nanoseconds, from which Deposit settles
-	running atomic.Bool  // a settlement started by Deposit is under way
-
-	settling sync.Mutex // held through one store call, so that there is one at a time
 
 	// These are protected by Budget.mu.
-	lease    int64     // retries left to spend
-	epoch    int64     // the store's tag of the lease
-	full     bool      // the last lease was all that was asked: ask again once it is spent
-	fallback bool      // the last store call failed: the in-process window decides
-	expires  time.Time // when the lease, or the fallback, must be settled again
-	gen      uint64    // settlements done, so that waiters know one happened
+	lease    int64         // retries left to spend
+	epoch    int64         // the store's tag of the lease
+	full     bool          // the last lease was all that was asked: ask again once it is spent
+	fallback bool          // the last store call failed: the in-process window decides
+	expires  time.Time     // when the lease, or the fallback, must be settled again
+	inflight chan struct{} // closed when the settlement under way ends; nil when none is
 }
 
 // depositShared counts a first attempt for the next settlement, and starts
@@ -102,40 +98,42 @@ type budgetShared struct {
 func (b *Budget) depositShared() {
 	sh := &b.shared
 	sh.pending.Add(1)
-	if b.now().UnixNano() < sh.due.Load() || !sh.running.CompareAndSwap(false, true) {
+	if b.now().UnixNano() < sh.due.Load() {
 		return
 	}
 	b.mu.Lock()
-	gen := sh.gen
+	b.settleInBackgroundLocked()
 	b.mu.Unlock()
-	go func() {
-		defer sh.running.Store(false)
-		b.settle(gen)
-	}()
+}
+
+// settleInBackgroundLocked starts a settlement in a goroutine of its own,
+// unless one is under way; b.mu is held.
+func (b *Budget) settleInBackgroundLocked() {
+	if b.shared.inflight != nil {
+		return
+	}
+	req, done := b.beginSettleLocked()
+	go b.settle(req, done, b.storeTimeout())
 }
 
 // withdrawShared is Withdraw with a Store: it spends the lease; when the
-// lease is spent or stale it settles, so that a retry waits at most a few
-// StoreTimeouts (one store call of its own and one of another goroutine's,
-// twice); while the store fails it asks the in-process window.
+// lease is spent or stale it settles, or waits for the settlement under
+// way, for StoreTimeout at most in all, after which the in-process window
+// decides; while the store fails, the in-process window decides at once.
 func (b *Budget) withdrawShared() bool {
 	sh := &b.shared
+	limit := time.Now().Add(b.storeTimeout()) // real time, as the store's
 	for round := 0; ; round++ {
 		b.mu.Lock()
-		now := b.now()
-		stale := !now.Before(sh.expires)
+		stale := !b.now().Before(sh.expires)
 		if sh.fallback {
 			ok := b.withdrawLocked()
-			gen := sh.gen
-			b.mu.Unlock()
-			if stale && sh.running.CompareAndSwap(false, true) {
+			if stale {
 				// Try the store again, but let no retry wait on a store
 				// that just failed.
-				go func() {
-					defer sh.running.Store(false)
-					b.settle(gen)
-				}()
+				b.settleInBackgroundLocked()
 			}
+			b.mu.Unlock()
 			return ok
 		}
 		if sh.lease > 0 && !stale {
@@ -147,27 +145,46 @@ func (b *Budget) withdrawShared() bool {
 		// A lease cut short means the fleet's budget is spent: refuse
 		// until the next settlement rather than ask at every retry. A full
 		// lease that other goroutines spent first is asked for once more.
-		if round == 2 || (!stale && !sh.full) {
+		if round == 2 || (!stale && !sh.full && sh.inflight == nil) {
 			b.mu.Unlock()
 			return false
 		}
-		gen := sh.gen
+		wait := sh.inflight
+		if wait == nil {
+			req, done := b.beginSettleLocked()
+			b.mu.Unlock()
+			b.settle(req, done, time.Until(limit))
+			continue
+		}
 		b.mu.Unlock()
-		b.settle(gen)
+		if !waitUntil(wait, limit) {
+			// The store is slow to answer another goroutine: decide here,
+			// as in a fallback, rather than hold the retry up longer.
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.withdrawLocked()
+		}
 	}
 }
 
-// settle trades with the store once, unless a settlement was done since
-// gen was read.
-func (b *Budget) settle(gen uint64) {
-	sh := &b.shared
-	sh.settling.Lock()
-	defer sh.settling.Unlock()
-	b.mu.Lock()
-	if sh.gen != gen {
-		b.mu.Unlock()
-		return
+// waitUntil waits for ch to close, until the real time limit at most, and
+// reports whether it did.
+func waitUntil(ch <-chan struct{}, limit time.Time) bool {
+	t := time.NewTimer(time.Until(limit))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
 	}
+}
+
+// beginSettleLocked claims the next settlement, handing back what is left
+// of the lease, and returns what to send the store and the channel to close
+// when it ends; b.mu is held and no settlement is under way.
+func (b *Budget) beginSettleLocked() (BudgetSettlement, chan struct{}) {
+	sh := &b.shared
 	req := BudgetSettlement{
 		Deposits: sh.pending.Swap(0), Want: int64(b.lease()),
 		Ratio: b.ratio(), MinPerSecond: b.minPerSecond(), Window: b.window(),
@@ -175,32 +192,40 @@ func (b *Budget) settle(gen uint64) {
 	if !sh.fallback {
 		req.Unspent, req.Epoch = sh.lease, sh.epoch
 	}
-	sh.lease = 0 // handed back
-	b.mu.Unlock()
+	sh.lease = 0
+	sh.inflight = make(chan struct{})
+	// Deposits need not try again while this settlement runs.
+	sh.due.Store(b.now().Add(b.storeTimeout()).UnixNano())
+	return req, sh.inflight
+}
 
-	got, err := b.callStore(req)
-	now := b.now()
+// settle makes the settlement begun by beginSettleLocked, waiting timeout
+// at most, and closes done.
+func (b *Budget) settle(req BudgetSettlement, done chan struct{}, timeout time.Duration) {
+	got, err := b.callStore(req, timeout)
+	sh := &b.shared
 	b.mu.Lock()
-	sh.gen++
 	// Deposits and retries handed back with a failed call are not sent
 	// again: the store may have counted them, and counting them twice
 	// would allow retries that were not earned.
 	sh.fallback = err != nil
 	sh.lease, sh.epoch, sh.full = got.Retries, got.Epoch, got.Retries == req.Want
-	sh.expires = now.Add(b.leaseLife())
+	sh.expires = b.now().Add(b.leaseLife())
 	sh.due.Store(sh.expires.UnixNano())
+	sh.inflight = nil
 	b.mu.Unlock()
 	if err != nil && b.OnFallback != nil {
 		b.OnFallback(err)
 	}
+	close(done) // last, so that a waiter sees the fallback reported
 }
 
-// callStore calls Store.Settle under StoreTimeout and checks its answer. It
+// callStore calls Store.Settle for timeout at most and checks its answer. It
 // returns at the timeout even if Settle does not: a store that ignores its
 // context (a Redis client whose socket reads are bounded by its own read
 // timeout only, for one) must not hold a retry up.
-func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
+func (b *Budget) callStore(req BudgetSettlement, timeout time.Duration) (BudgetLease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	type answer struct {
 		lease BudgetLease

@@ -66,11 +66,11 @@ func (f *fakeStore) stats() (calls int, deposits, stock int64) {
 // settled waits for a settlement that Deposit started in the background.
 func settled(t *testing.T, b *Budget) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); b.shared.running.Load(); {
-		if time.Now().After(end) {
-			t.Fatal("a background settlement is still running after 10 s")
-		}
-		time.Sleep(time.Millisecond)
+	b.mu.Lock()
+	wait := b.shared.inflight
+	b.mu.Unlock()
+	if wait != nil && !waitUntil(wait, time.Now().Add(10*time.Second)) {
+		t.Fatal("a background settlement is still running after 10 s")
 	}
 }
 
@@ -309,4 +309,25 @@ func BenchmarkBudgetStore(b *testing.B) {
 	}
 	calls, _, _ := store.stats()
 	b.ReportMetric(float64(calls)/float64(b.N), "settles/op")
+}
+
+// TestBudgetStoreWaitsOnce: a retry that finds another goroutine's
+// settlement under way waits for it StoreTimeout at most, then the
+// in-process window decides.
+func TestBudgetStoreWaitsOnce(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{stock: 10, release: make(chan struct{})}
+	store.block = func(context.Context) error { <-store.release; return nil }
+	t.Cleanup(func() { close(store.release) })
+	b, _ := newStoreBudget(store)
+	b.StoreTimeout = 20 * time.Millisecond
+	b.Deposit() // a settlement that will not answer in time
+	began := time.Now()
+	ok := b.Withdraw()
+	if d := time.Since(began); d > 2*time.Second { // the bound is 20 ms
+		t.Errorf("Withdraw took %v waiting on the store", d)
+	}
+	if !ok {
+		t.Error("Withdraw = false; want the in-process window's floor to allow it")
+	}
 }

@@ -12,7 +12,7 @@ import (
 const (
 	// DefaultBudgetLease is the retries a process asks its BudgetStore for
 	// at each settlement.
-	DefaultBudgetLease = 10
+	DefaultBudgetLease = 20
 
 	// DefaultBudgetSettleEvery is how often, at most, a process settles
 	// with its BudgetStore while it has calls.

@@ -41,39 +41,44 @@ local ratio, floor, width, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(
 if not (deposits and unspent and epoch and want and ratio and floor and width and ttl) or width < 1 then
   return redis.error_reply('ERR retryredis: bad arguments')
 end
+local key = KEYS[1]
 local t = redis.call('TIME')
 local s = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / width)
-local f = {}
-local h = redis.call('HGETALL', KEYS[1])
-for i = 1, #h, 2 do
-  local v = tonumber(h[i + 1])
-  if v and v == v and v >= 0 and v < math.huge then f[h[i]] = v end
+local v = redis.call('HMGET', key, 't0', 't1', 't2', 't3', 't4', 't5', 't6', 't7', 't8', 't9',
+  'd0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7', 'd8', 'd9',
+  'r0', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9')
+for i = 1, 30 do
+  local x = tonumber(v[i])
+  if x and x == x and x >= 0 and x < math.huge then v[i] = x else v[i] = nil end
 end
-local c = s % 10
-if f['t' .. c] ~= s then
-  f['t' .. c], f['d' .. c], f['r' .. c] = s, 0, 0
+-- Slot i (0 to 9) is v[i+1] (its slice), v[i+11] (first attempts), v[i+21] (retries).
+local c = s % 10 + 1
+if v[c] ~= s then
+  v[c], v[c + 10], v[c + 20] = s, 0, 0
 end
-local e = epoch % 10
-local back = unspent > 0 and s - epoch >= 0 and s - epoch < 10 and f['t' .. e] == epoch
+local e = epoch % 10 + 1
+local back = unspent > 0 and s - epoch >= 0 and s - epoch < 10 and v[e] == epoch
 if back then
-  f['r' .. e] = math.max(0, (f['r' .. e] or 0) - unspent)
+  v[e + 20] = math.max(0, (v[e + 20] or 0) - unspent)
 end
-f['d' .. c] = (f['d' .. c] or 0) + math.max(0, deposits)
+v[c + 10] = (v[c + 10] or 0) + math.max(0, deposits)
 local d, r = 0, 0
-for i = 0, 9 do
-  local tag = f['t' .. i]
+for i = 1, 10 do
+  local tag = v[i]
   if tag and s - tag >= 0 and s - tag < 10 then
-    d = d + (f['d' .. i] or 0)
-    r = r + (f['r' .. i] or 0)
+    d = d + (v[i + 10] or 0)
+    r = r + (v[i + 20] or 0)
   end
 end
 local grant = math.max(0, math.min(want, math.floor(ratio * d + floor + 1e-9 - r)))
-f['r' .. c] = (f['r' .. c] or 0) + grant
-redis.call('HSET', KEYS[1], 't' .. c, s, 'd' .. c, f['d' .. c], 'r' .. c, f['r' .. c])
+v[c + 20] = (v[c + 20] or 0) + grant
+local n = c - 1
 if back and e ~= c then
-  redis.call('HSET', KEYS[1], 'r' .. e, f['r' .. e])
+  redis.call('HSET', key, 't' .. n, s, 'd' .. n, v[c + 10], 'r' .. n, v[c + 20], 'r' .. (e - 1), v[e + 20])
+else
+  redis.call('HSET', key, 't' .. n, s, 'd' .. n, v[c + 10], 'r' .. n, v[c + 20])
 end
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', key, ttl)
 return {grant, s}
 `)
 

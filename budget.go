@@ -93,9 +93,12 @@ type Budget struct {
 	// means DefaultBudgetSettleEvery; negative is a configuration error.
 	SettleEvery time.Duration
 
-	// StoreTimeout bounds each call to Store, in real time, through the
-	// context given to it. Zero means DefaultBudgetStoreTimeout; negative
-	// is a configuration error.
+	// StoreTimeout bounds, in real time, how long a retry waits on Store:
+	// its own call, through the context given to Store, or another
+	// goroutine's; past it, the in-process window decides. Since the wait
+	// comes after the retry loop has checked the Deadline, a call may
+	// overrun its Deadline by this much. Zero means
+	// DefaultBudgetStoreTimeout; negative is a configuration error.
 	StoreTimeout time.Duration
 
 	// OnFallback is called with the error each time a call to Store fails

@@ -36,8 +36,13 @@ const (
 	fleetShared     = 2500 * time.Millisecond // then Redis is cut off
 	fleetAfter      = 2 * time.Second         // running on local limits
 	fleetDeadline   = time.Second             // of each call
-	fleetTimeout    = 250 * time.Millisecond  // StoreTimeout: a busy machine must not miss it while Redis is up
+	fleetTimeout    = time.Second             // StoreTimeout: a busy machine must not miss it while Redis is up
 	fleetResultTag  = "FLEET-RESULT "
+
+	// fleetLate is when a call is late: a retry may wait StoreTimeout on
+	// the store after the loop checked the deadline, and the machine is
+	// shared.
+	fleetLate = fleetDeadline + fleetTimeout + 200*time.Millisecond
 )
 
 // fleetResult is what a child process reports.
@@ -119,7 +124,7 @@ func checkFleet(t *testing.T, results []fleetResult, start, cut time.Time) {
 		if r.FallbacksAfter == 0 {
 			t.Errorf("child %d never fell back after Redis was cut", i)
 		}
-		if r.CallsOverDeadline != 0 || r.MaxCallAfter > fleetDeadline+time.Second {
+		if r.CallsOverDeadline != 0 || r.MaxCallAfter > fleetLate {
 			t.Errorf("child %d: %d calls over their deadline; the longest after the cut took %v",
 				i, r.CallsOverDeadline, r.MaxCallAfter)
 		}
@@ -139,8 +144,15 @@ func checkFleet(t *testing.T, results []fleetResult, start, cut time.Time) {
 	t.Logf("with Redis: %d processes made %d calls and %d retries in %.1f s (%.0f retries/s); allowance %.0f, uncoordinated %.0f",
 		len(results), before.Calls, before.Retries, secs, float64(before.Retries)/secs, shared,
 		fleetRatio*float64(before.Calls)+float64(len(results))*fleetFloor*fleetWindow.Seconds()*windows)
-	t.Logf("Redis cut: %d calls and %d retries in %.1f s (%.0f retries/s), every process on its own window",
-		after.Calls, after.Retries, fleetAfter.Seconds(), float64(after.Retries)/fleetAfter.Seconds())
+	var longest time.Duration
+	var fallbacks int64
+	for _, r := range results {
+		longest = max(longest, r.MaxCallAfter)
+		fallbacks += r.FallbacksAfter
+	}
+	t.Logf("Redis cut: %d calls and %d retries in %.1f s (%.0f retries/s), every process on its own window; "+
+		"%d fallbacks reported; the longest call %v", after.Calls, after.Retries, fleetAfter.Seconds(),
+		float64(after.Retries)/fleetAfter.Seconds(), fallbacks, longest.Round(time.Millisecond))
 	if float64(before.Retries) > shared {
 		t.Errorf("over-grant: %d retries while Redis was up, allowance %.0f", before.Retries, shared)
 	}
@@ -227,7 +239,7 @@ func TestFleetChild(t *testing.T) {
 					t.Errorf("a call ended with %v, want a *retry.Error", err)
 					return
 				}
-				if took > fleetDeadline+100*time.Millisecond {
+				if took > fleetLate {
 					over++
 				}
 				if began.Before(cut.Add(-50 * time.Millisecond)) {

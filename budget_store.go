@@ -113,7 +113,7 @@ func (b *Budget) settleInBackgroundLocked() {
 		return
 	}
 	req, done := b.beginSettleLocked()
-	go b.settle(req, done, b.storeTimeout())
+	go b.settle(req, done)
 }
 
 // withdrawShared is Withdraw with a Store: it spends the lease; when the
@@ -149,17 +149,15 @@ func (b *Budget) withdrawShared() bool {
 			b.mu.Unlock()
 			return false
 		}
+		// Settle, or join the settlement under way, in the background,
+		// so that this retry stops waiting at its limit whatever the
+		// store does, and the store call keeps its whole StoreTimeout.
+		b.settleInBackgroundLocked()
 		wait := sh.inflight
-		if wait == nil {
-			req, done := b.beginSettleLocked()
-			b.mu.Unlock()
-			b.settle(req, done, time.Until(limit))
-			continue
-		}
 		b.mu.Unlock()
 		if !waitUntil(wait, limit) {
-			// The store is slow to answer another goroutine: decide here,
-			// as in a fallback, rather than hold the retry up longer.
+			// The store is slow to answer: decide here, as in a
+			// fallback, rather than hold the retry up longer.
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			return b.withdrawLocked()
@@ -199,10 +197,9 @@ func (b *Budget) beginSettleLocked() (BudgetSettlement, chan struct{}) {
 	return req, sh.inflight
 }
 
-// settle makes the settlement begun by beginSettleLocked, waiting timeout
-// at most, and closes done.
-func (b *Budget) settle(req BudgetSettlement, done chan struct{}, timeout time.Duration) {
-	got, err := b.callStore(req, timeout)
+// settle makes the settlement begun by beginSettleLocked and closes done.
+func (b *Budget) settle(req BudgetSettlement, done chan struct{}) {
+	got, err := b.callStore(req)
 	sh := &b.shared
 	b.mu.Lock()
 	// Deposits and retries handed back with a failed call are not sent
@@ -220,12 +217,12 @@ func (b *Budget) settle(req BudgetSettlement, done chan struct{}, timeout time.D
 	close(done) // last, so that a waiter sees the fallback reported
 }
 
-// callStore calls Store.Settle for timeout at most and checks its answer. It
+// callStore calls Store.Settle for StoreTimeout at most and checks its answer. It
 // returns at the timeout even if Settle does not: a store that ignores its
 // context (a Redis client whose socket reads are bounded by its own read
 // timeout only, for one) must not hold a retry up.
-func (b *Budget) callStore(req BudgetSettlement, timeout time.Duration) (BudgetLease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
 	defer cancel()
 	type answer struct {
 		lease BudgetLease

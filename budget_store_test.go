@@ -331,3 +331,43 @@ func TestBudgetStoreWaitsOnce(t *testing.T) {
 		t.Error("Withdraw = false; want the in-process window's floor to allow it")
 	}
 }
+
+// TestBudgetStoreThroughDo: through the retry loop, a fleet's budget
+// that is spent ends a call with ReasonBudget, and a store that fails
+// never fails a call: the in-process window takes over.
+func TestBudgetStoreThroughDo(t *testing.T) {
+	t.Parallel()
+	fail := func(context.Context) (int, error) { return 0, &StatusError{StatusCode: 503} }
+	policy := func(b *Budget) Policy {
+		return Policy{MaxAttempts: 3, Budget: b, Rand: func() float64 { return 0 },
+			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
+	}
+	tests := []struct {
+		name         string
+		store        *fakeStore
+		wantReason   Reason
+		wantAttempts int
+		wantFallback bool
+	}{
+		{name: "one retry left in the fleet", store: &fakeStore{stock: 1}, wantReason: ReasonBudget, wantAttempts: 2},
+		{name: "store down", store: &fakeStore{fail: errors.New("down")}, wantReason: ReasonMaxAttempts,
+			wantAttempts: 3, wantFallback: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := newStoreBudget(tt.store)
+			var fallbacks atomic.Int32
+			b.OnFallback = func(error) { fallbacks.Add(1) }
+			_, err := Do(context.Background(), policy(b), fail)
+			settled(t, b)
+			var rerr *Error
+			if !errors.As(err, &rerr) || rerr.Reason != tt.wantReason || rerr.Attempts != tt.wantAttempts {
+				t.Errorf("Do = %v; want %s after %d attempts", err, tt.wantReason, tt.wantAttempts)
+			}
+			if got := fallbacks.Load() > 0; got != tt.wantFallback {
+				t.Errorf("fell back: %v, want %v", got, tt.wantFallback)
+			}
+		})
+	}
+}

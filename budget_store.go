@@ -51,19 +51,27 @@ type BudgetSettlement struct {
 	// Deposits is the first attempts made since the last settlement.
 	Deposits int64
 
-	// Unspent is the retries of the lease tagged Epoch that were not
-	// spent, handed back; zero if there are none.
+	// Unspent is the retries of the last lease that were not spent,
+	// handed back; zero if there are none.
 	Unspent int64
-	Epoch   int64
+
+	// Epoch is the tag of the lease Unspent belongs to, as the store
+	// returned it in BudgetLease.Epoch.
+	Epoch int64
 
 	// Want is the retries asked for the new lease: the Budget's Lease.
 	Want int64
 
-	// Ratio, MinPerSecond and Window are the Budget's rule, its defaults
-	// resolved. Every process that shares a store must use the same.
-	Ratio        float64
+	// Ratio is the Budget's Ratio, its default resolved. Every process
+	// that shares a store must use the same rule.
+	Ratio float64
+
+	// MinPerSecond is the Budget's MinPerSecond, its default resolved: the
+	// floor of the whole fleet.
 	MinPerSecond float64
-	Window       time.Duration
+
+	// Window is the Budget's Window, its default resolved.
+	Window time.Duration
 }
 
 // BudgetLease is what a [BudgetStore] grants: retries a process may spend

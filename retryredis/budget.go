@@ -53,7 +53,8 @@ for i = 1, 30 do
 end
 -- Slot i (0 to 9) is v[i+1] (its slice), v[i+11] (first attempts), v[i+21] (retries).
 local c = s % 10 + 1
-if v[c] ~= s then
+local fresh = v[c] ~= s
+if fresh then
   v[c], v[c + 10], v[c + 20] = s, 0, 0
 end
 local e = epoch % 10 + 1
@@ -78,14 +79,17 @@ if back and e ~= c then
 else
   redis.call('HSET', key, 't' .. n, s, 'd' .. n, v[c + 10], 'r' .. n, v[c + 20])
 end
-redis.call('PEXPIRE', key, ttl)
+-- Once per slice is enough to keep the key two windows past its last use.
+if fresh then
+  redis.call('PEXPIRE', key, ttl)
+end
 return {grant, s}
 `)
 
 // BudgetStore is a [retry.BudgetStore] on Redis: the Budgets of every
 // process whose store has the same Client, Prefix and Name share one
 // budget, kept in one hash key that expires when no process has used it
-// for two Windows.
+// for about two Windows (its TTL is set once per tenth of the Window).
 //
 // Each settlement is one script call (EVALSHA, or EVAL when the server has
 // lost the script), timed by the server's TIME, so that the clocks of the

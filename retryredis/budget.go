@@ -23,12 +23,15 @@ const minSliceWidth = time.Millisecond
 
 // budgetScript settles one process with the budget in KEYS[1], a hash that
 // holds the window as ten slices: t<i> is the slice number kept in slot i,
-// d<i> its first attempts and r<i> its retries granted. It keeps the rule of
-// retry.Budget: retries granted in the window (leases count as granted
-// until handed back) stay within ratio*deposits + floor.
+// d<i> its first attempts and r<i> its retries granted; L is the latest
+// slice seen, and D and R the sums of the slots of the window that ends
+// with L, kept so that a settlement reads a handful of fields. It keeps the
+// rule of retry.Budget: retries granted in the window (leases count as
+// granted until handed back) stay within ratio*deposits + floor.
 //
 // Fields that are not finite numbers, 0 or more, count as absent, so that
-// a hash written by something else cannot make the script grant more.
+// garbage in the hash cannot make the script grant more than its counts
+// allow.
 //
 // ARGV: deposits, unspent, epoch, want, ratio, floor (retries per window),
 // slice width in microseconds, TTL in milliseconds. It returns
@@ -42,43 +45,79 @@ if not (deposits and unspent and epoch and want and ratio and floor and width an
   return redis.error_reply('ERR retryredis: bad arguments')
 end
 local key = KEYS[1]
+local function num(x)
+  x = tonumber(x)
+  if x and x == x and x >= 0 and x < math.huge then return x end
+  return nil
+end
 local t = redis.call('TIME')
 local s = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / width)
-local v = redis.call('HMGET', key, 't0', 't1', 't2', 't3', 't4', 't5', 't6', 't7', 't8', 't9',
-  'd0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7', 'd8', 'd9',
-  'r0', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9')
-for i = 1, 30 do
-  local x = tonumber(v[i])
-  if x and x == x and x >= 0 and x < math.huge then v[i] = x else v[i] = nil end
-end
--- Slot i (0 to 9) is v[i+1] (its slice), v[i+11] (first attempts), v[i+21] (retries).
-local c = s % 10 + 1
-local fresh = v[c] ~= s
-if fresh then
-  v[c], v[c + 10], v[c + 20] = s, 0, 0
-end
-local e = epoch % 10 + 1
-local back = unspent > 0 and s - epoch >= 0 and s - epoch < 10 and v[e] == epoch
-if back then
-  v[e + 20] = math.max(0, (v[e + 20] or 0) - unspent)
-end
-v[c + 10] = (v[c + 10] or 0) + math.max(0, deposits)
-local d, r = 0, 0
-for i = 1, 10 do
-  local tag = v[i]
-  if tag and s - tag >= 0 and s - tag < 10 then
-    d = d + (v[i + 10] or 0)
-    r = r + (v[i + 20] or 0)
+local c, e = s % 10, epoch % 10
+local v = redis.call('HMGET', key, 'L', 'D', 'R', 't' .. c, 'd' .. c, 'r' .. c, 't' .. e, 'r' .. e)
+local last, d, r = num(v[1]), num(v[2]) or 0, num(v[3]) or 0
+local tags, ds, rs = {}, {}, {}
+tags[c], ds[c], rs[c] = num(v[4]), num(v[5]), num(v[6])
+tags[e], rs[e] = num(v[7]), num(v[8])
+local set = {}
+local fresh = false
+if not last or s - last >= 10 then
+  -- A new budget, or one idle for a whole window: nothing in it counts.
+  d, r, fresh = 0, 0, true
+  for j = 0, 9 do tags[j], ds[j], rs[j] = nil, nil, nil end
+  tags[c], ds[c], rs[c] = s, 0, 0
+  table.insert(set, 't' .. c) table.insert(set, s)
+  last = s
+elseif s > last then
+  -- The slots of slices last+1 to s leave the window that ends with last:
+  -- take them out of the sums and start them afresh.
+  fresh = true
+  local f = {}
+  for x = last + 1, s do
+    local j = x % 10
+    table.insert(f, 't' .. j) table.insert(f, 'd' .. j) table.insert(f, 'r' .. j)
   end
+  local old = redis.call('HMGET', key, unpack(f))
+  for i = 0, s - last - 1 do
+    local j = (last + 1 + i) % 10
+    local tag = num(old[3 * i + 1])
+    if tag and last - tag >= 0 and last - tag < 10 then
+      d = d - (num(old[3 * i + 2]) or 0)
+      r = r - (num(old[3 * i + 3]) or 0)
+    end
+    tags[j], ds[j], rs[j] = last + 1 + i, 0, 0
+    table.insert(set, 't' .. j) table.insert(set, last + 1 + i)
+    table.insert(set, 'd' .. j) table.insert(set, 0)
+    table.insert(set, 'r' .. j) table.insert(set, 0)
+  end
+  d, r, last = math.max(0, d), math.max(0, r), s
+elseif s < last then
+  -- A server clock that went back (a failover, say): count in the latest
+  -- slice seen, so that the sums stay those of one window.
+  s, c = last, last % 10
+  local w = redis.call('HMGET', key, 't' .. c, 'd' .. c, 'r' .. c)
+  tags[c], ds[c], rs[c] = num(w[1]), num(w[2]), num(w[3])
 end
+if tags[c] ~= s then
+  -- Only a hash that lost its slot for the present: start it.
+  tags[c], ds[c], rs[c] = s, 0, 0
+  table.insert(set, 't' .. c) table.insert(set, s)
+end
+if unspent > 0 and s - epoch >= 0 and s - epoch < 10 and tags[e] == epoch then
+  local back = math.min(unspent, rs[e] or 0)
+  rs[e], r = (rs[e] or 0) - back, math.max(0, r - back)
+  if e ~= c then table.insert(set, 'r' .. e) table.insert(set, rs[e]) end
+end
+ds[c] = (ds[c] or 0) + math.max(0, deposits)
+d = d + math.max(0, deposits)
 local grant = math.max(0, math.min(want, math.floor(ratio * d + floor + 1e-9 - r)))
-v[c + 20] = (v[c + 20] or 0) + grant
-local n = c - 1
-if back and e ~= c then
-  redis.call('HSET', key, 't' .. n, s, 'd' .. n, v[c + 10], 'r' .. n, v[c + 20], 'r' .. (e - 1), v[e + 20])
-else
-  redis.call('HSET', key, 't' .. n, s, 'd' .. n, v[c + 10], 'r' .. n, v[c + 20])
-end
+rs[c] = (rs[c] or 0) + grant
+r = r + grant
+table.insert(set, 'L') table.insert(set, s)
+table.insert(set, 'D') table.insert(set, d)
+table.insert(set, 'R') table.insert(set, r)
+table.insert(set, 'd' .. c) table.insert(set, ds[c])
+table.insert(set, 'r' .. c) table.insert(set, rs[c])
+redis.call('HSET', key, unpack(set))
 -- Once per slice is enough to keep the key two windows past its last use.
 if fresh then
   redis.call('PEXPIRE', key, ttl)

@@ -83,6 +83,23 @@ func TestBudgetStoreRule(t *testing.T) {
 			},
 		},
 		{
+			name: "an idle spell of several slices forgets only what left the window",
+			steps: []settleStep{
+				{process: 0, deposits: 8, want: 8, grant: 8},
+				{advance: 3 * time.Second, process: 1, want: 8, grant: 0},
+				{advance: 7 * time.Second, process: 1, want: 8, grant: 4},
+			},
+		},
+		{
+			name: "a server clock that goes back counts in the latest slice",
+			steps: []settleStep{
+				{advance: 5 * time.Second, process: 0, want: 4, grant: 4},
+				{advance: -5 * time.Second, process: 1, want: 4, grant: 0},
+				{advance: 14 * time.Second, process: 1, want: 4, grant: 0}, // 9 s after the latest
+				{advance: time.Second, process: 1, want: 4, grant: 4},
+			},
+		},
+		{
 			name: "the window slides a tenth at a time",
 			steps: []settleStep{
 				{process: 0, deposits: 8, want: 8, grant: 8},
@@ -168,10 +185,11 @@ func TestBudgetStoreBadState(t *testing.T) {
 	}
 
 	m.FlushAll()
-	// Slot 1 claims the slice before the present, with retries that would
-	// make room and deposits that would earn a fortune.
+	// Sums that would make room, and slot 1 claiming the slice before the
+	// present with deposits that would earn a fortune.
 	s := epoch0.Unix() - 1
-	m.HSet(store.Key(), "t0", "x", "t1", strconv.FormatInt(s, 10), "d1", "1e400", "r1", "-1e9", "t2", "", "zz", "9")
+	m.HSet(store.Key(), "L", "x", "D", "-5", "R", "-1e9",
+		"t0", "x", "t1", strconv.FormatInt(s, 10), "d1", "1e400", "r1", "-1e9", "t2", "", "zz", "9")
 	got, err := store.Settle(ctx, rule(0, 10))
 	if err != nil || got.Retries > 4 {
 		t.Errorf("a hash of garbage: %+v, %v; want at most the floor of 4", got, err)

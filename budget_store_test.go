@@ -76,7 +76,10 @@ func settled(t *testing.T, b *Budget) {
 
 func newStoreBudget(s BudgetStore) (*Budget, *clockwork.FakeClock) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	return &Budget{Ratio: 0.5, MinPerSecond: 0.2, Window: 10 * time.Second, Clock: clock, Store: s, Lease: 3}, clock
+	// A StoreTimeout that a busy machine cannot miss, so that a fake store
+	// always answers in time; tests of the timeout set their own.
+	return &Budget{Ratio: 0.5, MinPerSecond: 0.2, Window: 10 * time.Second, Clock: clock, Store: s, Lease: 3,
+		StoreTimeout: 10 * time.Second}, clock
 }
 
 // withdrawN returns how many of n retries b allows.
@@ -150,8 +153,9 @@ func TestBudgetStoreFallback(t *testing.T) {
 	t.Parallel()
 	down := errors.New("store down")
 	tests := []struct {
-		name string
-		set  func(f *fakeStore)
+		name    string
+		set     func(f *fakeStore)
+		timeout time.Duration // StoreTimeout; zero: newStoreBudget's
 	}{
 		{name: "error", set: func(f *fakeStore) { f.fail = down }},
 		{name: "more than asked", set: func(f *fakeStore) {
@@ -160,10 +164,10 @@ func TestBudgetStoreFallback(t *testing.T) {
 		{name: "negative lease", set: func(f *fakeStore) {
 			f.answer = func(BudgetSettlement) BudgetLease { return BudgetLease{Retries: -5} }
 		}},
-		{name: "slower than StoreTimeout", set: func(f *fakeStore) {
+		{name: "slower than StoreTimeout", timeout: 50 * time.Millisecond, set: func(f *fakeStore) {
 			f.block = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 		}},
-		{name: "deaf to its context", set: func(f *fakeStore) {
+		{name: "deaf to its context", timeout: 50 * time.Millisecond, set: func(f *fakeStore) {
 			f.block = func(context.Context) error { <-f.release; return errors.New("late") }
 		}},
 	}
@@ -174,6 +178,9 @@ func TestBudgetStoreFallback(t *testing.T) {
 			t.Cleanup(func() { close(store.release) })
 			store.set(tt.set)
 			b, clock := newStoreBudget(store)
+			if tt.timeout != 0 {
+				b.StoreTimeout = tt.timeout
+			}
 			var errs []error
 			var mu sync.Mutex
 			b.OnFallback = func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
@@ -187,7 +194,7 @@ func TestBudgetStoreFallback(t *testing.T) {
 			if got := withdrawN(b, 5); got != 3 {
 				t.Errorf("%d of 5 retries allowed in fallback, want 3 by the local rule", got)
 			}
-			// Generous: the bound is StoreTimeout, 50 ms.
+			// Generous: the bound is StoreTimeout.
 			if d := time.Since(began); d > 2*time.Second {
 				t.Errorf("the calls took %v with a failing store", d)
 			}

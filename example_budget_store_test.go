@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -39,14 +40,15 @@ func (s *stockStore) Settle(_ context.Context, r retry.BudgetSettlement) (retry.
 func ExampleBudgetStore() {
 	store := &stockStore{stock: 10}
 	clock := clockwork.NewFakeClock()
-	fallbacks := 0
+	var fallbacks atomic.Int32 // OnFallback may run in a goroutine of the Budget's
 	process := func() *retry.Budget {
 		return &retry.Budget{
 			MinPerSecond: 0.3, // the in-process floor, used only in a fallback: 3 per 10 s
 			Store:        store,
 			Lease:        4, // retries taken from the store at a time
 			Clock:        clock,
-			OnFallback:   func(error) { fallbacks++ },
+			StoreTimeout: time.Second, // generous for an example; the default is 50 ms
+			OnFallback:   func(error) { fallbacks.Add(1) },
 		}
 	}
 	a, b := process(), process()
@@ -69,7 +71,7 @@ func ExampleBudgetStore() {
 		local++
 	}
 	fmt.Println("retries granted by one process's own window with the store down:", local)
-	fmt.Println("fallbacks reported:", fallbacks)
+	fmt.Println("fallbacks reported:", fallbacks.Load())
 	// Output:
 	// retries granted to the fleet: 10 of 20 asked
 	// retries granted by one process's own window with the store down: 3

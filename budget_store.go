@@ -225,10 +225,10 @@ func (b *Budget) settle(req BudgetSettlement, done chan struct{}) {
 	close(done) // last, so that a waiter sees the fallback reported
 }
 
-// callStore calls Store.Settle for StoreTimeout at most and checks its answer. It
-// returns at the timeout even if Settle does not: a store that ignores its
-// context (a Redis client whose socket reads are bounded by its own read
-// timeout only, for one) must not hold a retry up.
+// callStore calls Store.Settle for StoreTimeout at most and checks its
+// answer. It returns at the timeout even if Settle does not: a store that
+// ignores its context (a Redis client whose socket reads are bounded by its
+// own read timeout only, for one) must not hold a settlement up.
 func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
 	defer cancel()

@@ -5,7 +5,11 @@
 // Give every process a Budget whose Store is a [BudgetStore] with the same
 // Name on the same Redis:
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:                  "redis:6379",
+//		ContextTimeoutEnabled: true, // the Budget's StoreTimeout reaches the socket
+//		MaxRetries:            -1,   // the Budget falls back on its own
+//	})
 //	budget := &retry.Budget{Store: retryredis.NewBudgetStore(rdb, "openai")}
 //	p := retry.Policy{Budget: budget}
 //

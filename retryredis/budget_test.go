@@ -302,3 +302,77 @@ func TestBudgetThroughStore(t *testing.T) {
 		t.Errorf("with Redis down: %d retries by the local window, %d fallbacks; want 4, 1", local, fallbacks.Load())
 	}
 }
+
+// okStore counts the settlements of a store that succeed.
+type okStore struct {
+	retry.BudgetStore
+	ok atomic.Int32
+}
+
+func (s *okStore) Settle(ctx context.Context, r retry.BudgetSettlement) (retry.BudgetLease, error) {
+	l, err := s.BudgetStore.Settle(ctx, r)
+	if err == nil {
+		s.ok.Add(1)
+	}
+	return l, err
+}
+
+// TestBudgetBackToRedis: a Budget that fell back while Redis was down
+// returns to the shared budget when Redis answers again, asked in the
+// background by its first attempts.
+func TestBudgetBackToRedis(t *testing.T) {
+	t.Parallel()
+	m, redisStore := newMini(t)
+	store := &okStore{BudgetStore: redisStore}
+	var fallbacks atomic.Int32
+	b := &retry.Budget{Ratio: 0.5, MinPerSecond: 0.4, Window: 10 * time.Second, Store: store,
+		StoreTimeout: time.Second, OnFallback: func(error) { fallbacks.Add(1) }}
+	m.Close()
+	b.Withdraw() // fails over to the local window
+	for end := time.Now().Add(5 * time.Second); fallbacks.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no fallback 5 s after Redis closed")
+		}
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// Deposits ask Redis again once SettleEvery has passed.
+	for end := time.Now().Add(5 * time.Second); store.ok.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the Budget did not settle with Redis 5 s after it came back")
+		}
+		b.Deposit()
+	}
+	// Back on the shared budget: a second process sees what this one took.
+	other := &retry.Budget{Ratio: 0.5, MinPerSecond: 0.4, Window: 10 * time.Second, Store: redisStore,
+		StoreTimeout: time.Second}
+	granted := 0
+	for range 20 {
+		if b.Withdraw() {
+			granted++
+		}
+		if other.Withdraw() {
+			granted++
+		}
+	}
+	// The floor of 4, and 0.5 for each deposit the Budget settled; a
+	// Budget still on its own window would add up to 3 of its own.
+	deposits := mustAtoi(t, m.HGet(redisStore.Key(), "D"))
+	if granted > 4+deposits/2 {
+		t.Errorf("%d retries granted to two processes after Redis came back; the shared rule allows %d",
+			granted, 4+deposits/2)
+	}
+	if granted == 0 {
+		t.Error("no retry granted after Redis came back")
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q is not a count: %v", s, err)
+	}
+	return n
+}

@@ -50,6 +50,11 @@ const budgetBuckets = 10
 // one API, give them all the same *Budget through Policy.Budget; a Budget
 // only helps when shared.
 //
+// With a Store, the Budget is shared by every process that uses the same
+// store: the rule above then holds across the fleet, and this process
+// trades in leases so that calls do not wait on the network (see
+// [BudgetStore]).
+//
 // The zero Budget is ready to use with the defaults; a nil *Budget allows
 // every retry. A Budget is safe for concurrent use by multiple goroutines:
 // Deposit takes no lock, and Withdraw holds one only to count. Its fields
@@ -67,8 +72,41 @@ type Budget struct {
 	// means DefaultBudgetWindow.
 	Window time.Duration
 
-	// Clock measures the Window. Nil means the real clock.
+	// Clock measures the Window, and when to settle with Store. Nil means
+	// the real clock. Store calls are always bounded in real time.
 	Clock clockwork.Clock
+
+	// Store, when set, holds the budget of every process that shares it,
+	// so that the rule holds across a fleet. Nil means this process alone:
+	// the Budget is kept in memory. See BudgetStore.
+	Store BudgetStore
+
+	// Lease is how many retries this process asks Store for at each
+	// settlement, to spend without asking again. Larger leases mean fewer
+	// round trips, and retries held idle by one process while another is
+	// refused. Zero means DefaultBudgetLease; negative is a configuration
+	// error.
+	Lease int
+
+	// SettleEvery is how often, at most, this process settles with Store
+	// while it has calls: it also settles when its lease is spent. Zero
+	// means DefaultBudgetSettleEvery; negative is a configuration error.
+	SettleEvery time.Duration
+
+	// StoreTimeout bounds, in real time, how long a retry waits on Store:
+	// its own call, through the context given to Store, or another
+	// goroutine's; past it, the in-process window decides. Since the wait
+	// comes after the retry loop has checked the Deadline, a call may
+	// overrun its Deadline by this much. Zero means
+	// DefaultBudgetStoreTimeout; negative is a configuration error.
+	StoreTimeout time.Duration
+
+	// OnFallback is called with the error each time a call to Store fails
+	// (an error, a timeout or an answer out of range), after the Budget
+	// has fallen back to its in-process window, for logging and metrics.
+	// It may be called from a goroutine of the Budget's own and must not
+	// block for long. Nil means none.
+	OnFallback func(error)
 
 	once   sync.Once
 	origin time.Time     // the start of slice 0, set on first use
@@ -79,8 +117,10 @@ type Budget struct {
 	// Deposit both claims a stale slice and counts in one atomic step.
 	deposits [budgetBuckets]atomic.Uint64
 
-	mu      sync.Mutex // protects retries; held to count, never to wait
+	mu      sync.Mutex // protects retries and shared's lease; held to count, never to wait
 	retries [budgetBuckets]budgetSlice
+
+	shared budgetShared // the state of the lease from Store; unused without one
 }
 
 // budgetSlice counts the retries of one slice of the window.
@@ -94,6 +134,9 @@ type budgetSlice struct {
 func (b *Budget) Deposit() {
 	if b == nil {
 		return
+	}
+	if b.Store != nil {
+		b.depositShared()
 	}
 	s := b.slice()
 	tag := uint64(uint32(s)) << 32
@@ -123,8 +166,16 @@ func (b *Budget) Withdraw() bool {
 	if b == nil {
 		return true
 	}
+	if b.Store != nil {
+		return b.withdrawShared()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.withdrawLocked()
+}
+
+// withdrawLocked is Withdraw on the in-process window; b.mu is held.
+func (b *Budget) withdrawLocked() bool {
 	s := b.slice() // read under the lock, so that s never goes back
 	var retries uint64
 	for _, r := range b.retries {
@@ -138,12 +189,18 @@ func (b *Budget) Withdraw() bool {
 	if !(float64(retries)+1 <= allowance) { // NaN refuses
 		return false
 	}
+	b.countLocked(s)
+	return true
+}
+
+// countLocked records a retry in slice s of the in-process window; b.mu is
+// held.
+func (b *Budget) countLocked(s uint64) {
 	r := &b.retries[s%budgetBuckets]
 	if r.slice != s {
 		*r = budgetSlice{slice: s}
 	}
 	r.n++
-	return true
 }
 
 // firstAttempts sums the deposits of the window that ends with slice s.
@@ -190,11 +247,7 @@ func (b *Budget) ratio() float64 {
 
 // floor returns the retries allowed in a window whatever the traffic.
 func (b *Budget) floor() float64 {
-	perSecond := b.MinPerSecond
-	if perSecond == 0 {
-		perSecond = DefaultBudgetMinPerSecond
-	}
-	return perSecond * b.window().Seconds()
+	return b.minPerSecond() * b.window().Seconds()
 }
 
 // window returns the Window, or its default when it is zero or, in a Budget
@@ -207,7 +260,8 @@ func (b *Budget) window() time.Duration {
 }
 
 // validate reports a Budget that cannot be used: a negative, NaN or
-// infinite Ratio or MinPerSecond, or a negative Window.
+// infinite Ratio or MinPerSecond, or a negative Window, Lease, SettleEvery
+// or StoreTimeout.
 func (b *Budget) validate() error {
 	if b == nil {
 		return nil
@@ -221,8 +275,17 @@ func (b *Budget) validate() error {
 				ErrInvalidPolicy, f.name, f.v)
 		}
 	}
-	if b.Window < 0 {
-		return fmt.Errorf("%w: Budget.Window is %v; it must not be negative", ErrInvalidPolicy, b.Window)
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Window", b.Window}, {"SettleEvery", b.SettleEvery}, {"StoreTimeout", b.StoreTimeout}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: Budget.%s is %v; it must not be negative", ErrInvalidPolicy, f.name, f.v)
+		}
+	}
+	if b.Lease < 0 {
+		return fmt.Errorf("%w: Budget.Lease is %d; it must be at least 1 retry (0 means %d)",
+			ErrInvalidPolicy, b.Lease, DefaultBudgetLease)
 	}
 	return nil
 }

@@ -1,0 +1,203 @@
+package retryredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrykit/retry"
+)
+
+// DefaultBudgetPrefix is what the keys of a BudgetStore start with when its
+// Prefix is empty.
+const DefaultBudgetPrefix = "retry:budget:"
+
+// minSliceWidth is the shortest slice of the window the script keeps: slice
+// numbers of the server's clock in microseconds divided by at least this
+// stay below 2^53 and print exactly from Lua.
+const minSliceWidth = time.Millisecond
+
+// budgetScript settles one process with the budget in KEYS[1], a hash that
+// holds the window as ten slices: t<i> is the slice number kept in slot i,
+// d<i> its first attempts and r<i> its retries granted; L is the latest
+// slice seen, and D and R the sums of the slots of the window that ends
+// with L, kept so that a settlement reads a handful of fields. It keeps the
+// rule of retry.Budget: retries granted in the window (leases count as
+// granted until handed back) stay within ratio*deposits + floor.
+//
+// Fields that are not finite numbers, 0 or more, count as absent, so that
+// garbage in the hash cannot make the script grant more than its counts
+// allow.
+//
+// ARGV: deposits, unspent, epoch, want, ratio, floor (retries per window),
+// slice width in microseconds, TTL in milliseconds. It returns
+// {granted, slice}; the slice tags the lease, so that what is not spent of
+// it goes back to the slice that counted it, or nowhere once that slice
+// has left the window.
+var budgetScript = redis.NewScript(`
+local deposits, unspent, epoch, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ratio, floor, width, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if not (deposits and unspent and epoch and want and ratio and floor and width and ttl) or width < 1 then
+  return redis.error_reply('ERR retryredis: bad arguments')
+end
+local key = KEYS[1]
+local function num(x)
+  x = tonumber(x)
+  if x and x == x and x >= 0 and x < math.huge then return x end
+  return nil
+end
+local t = redis.call('TIME')
+local s = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / width)
+local c, e = s % 10, epoch % 10
+local v = redis.call('HMGET', key, 'L', 'D', 'R', 't' .. c, 'd' .. c, 'r' .. c, 't' .. e, 'r' .. e)
+local last, d, r = num(v[1]), num(v[2]) or 0, num(v[3]) or 0
+local tags, ds, rs = {}, {}, {}
+tags[c], ds[c], rs[c] = num(v[4]), num(v[5]), num(v[6])
+tags[e], rs[e] = num(v[7]), num(v[8])
+local set = {}
+local fresh = false
+if not last or s - last >= 10 then
+  -- A new budget, or one idle for a whole window: nothing in it counts.
+  d, r, fresh = 0, 0, true
+  for j = 0, 9 do tags[j], ds[j], rs[j] = nil, nil, nil end
+  tags[c], ds[c], rs[c] = s, 0, 0
+  table.insert(set, 't' .. c) table.insert(set, s)
+  last = s
+elseif s > last then
+  -- The slots of slices last+1 to s leave the window that ends with last:
+  -- take them out of the sums and start them afresh.
+  fresh = true
+  local f = {}
+  for x = last + 1, s do
+    local j = x % 10
+    table.insert(f, 't' .. j) table.insert(f, 'd' .. j) table.insert(f, 'r' .. j)
+  end
+  local old = redis.call('HMGET', key, unpack(f))
+  for i = 0, s - last - 1 do
+    local j = (last + 1 + i) % 10
+    local tag = num(old[3 * i + 1])
+    if tag and last - tag >= 0 and last - tag < 10 then
+      d = d - (num(old[3 * i + 2]) or 0)
+      r = r - (num(old[3 * i + 3]) or 0)
+    end
+    tags[j], ds[j], rs[j] = last + 1 + i, 0, 0
+    table.insert(set, 't' .. j) table.insert(set, last + 1 + i)
+    table.insert(set, 'd' .. j) table.insert(set, 0)
+    table.insert(set, 'r' .. j) table.insert(set, 0)
+  end
+  d, r, last = math.max(0, d), math.max(0, r), s
+elseif s < last then
+  -- A server clock that went back (a failover, say): count in the latest
+  -- slice seen, so that the sums stay those of one window.
+  s, c = last, last % 10
+  local w = redis.call('HMGET', key, 't' .. c, 'd' .. c, 'r' .. c)
+  tags[c], ds[c], rs[c] = num(w[1]), num(w[2]), num(w[3])
+end
+if tags[c] ~= s then
+  -- Only a hash that lost its slot for the present: start it.
+  tags[c], ds[c], rs[c] = s, 0, 0
+  table.insert(set, 't' .. c) table.insert(set, s)
+end
+if unspent > 0 and s - epoch >= 0 and s - epoch < 10 and tags[e] == epoch then
+  local back = math.min(unspent, rs[e] or 0)
+  rs[e], r = (rs[e] or 0) - back, math.max(0, r - back)
+  if e ~= c then table.insert(set, 'r' .. e) table.insert(set, rs[e]) end
+end
+ds[c] = (ds[c] or 0) + math.max(0, deposits)
+d = d + math.max(0, deposits)
+local grant = math.max(0, math.min(want, math.floor(ratio * d + floor + 1e-9 - r)))
+rs[c] = (rs[c] or 0) + grant
+r = r + grant
+table.insert(set, 'L') table.insert(set, s)
+table.insert(set, 'D') table.insert(set, d)
+table.insert(set, 'R') table.insert(set, r)
+table.insert(set, 'd' .. c) table.insert(set, ds[c])
+table.insert(set, 'r' .. c) table.insert(set, rs[c])
+redis.call('HSET', key, unpack(set))
+-- Once per slice is enough to keep the key two windows past its last use.
+if fresh then
+  redis.call('PEXPIRE', key, ttl)
+end
+return {grant, s}
+`)
+
+// BudgetStore is a [retry.BudgetStore] on Redis: the Budgets of every
+// process whose store has the same Client, Prefix and Name share one
+// budget, kept in one hash key that expires when no process has used it
+// for about two Windows (its TTL is set once per tenth of the Window).
+//
+// Each settlement is one script call (EVALSHA, or EVAL when the server has
+// lost the script), timed by the server's TIME, so that the clocks of the
+// processes need not agree. Every process that shares a budget must give
+// its Budget the same Ratio, MinPerSecond and Window. A Window under 10 ms
+// is kept in slices of 1 ms.
+//
+// A BudgetStore is safe for concurrent use; its fields must not change
+// after first use.
+type BudgetStore struct {
+	// Client runs the script: a *redis.Client, *redis.ClusterClient or
+	// *redis.Ring. The Budget bounds each call by StoreTimeout; set
+	// ContextTimeoutEnabled in the client's options so that the call on
+	// the socket ends then too, rather than at the client's ReadTimeout.
+	// A nil Client fails every settlement.
+	Client redis.Scripter
+
+	// Name tells the budgets on one Redis apart: one per service or API
+	// key whose retries are capped together. Empty is a name like any.
+	Name string
+
+	// Prefix starts the budget's key, which is Prefix+"{"+Name+"}": the
+	// braces keep it in one hash slot of a cluster. Empty means
+	// DefaultBudgetPrefix.
+	Prefix string
+}
+
+// NewBudgetStore returns a BudgetStore for the budget called name on
+// client, with the default prefix.
+func NewBudgetStore(client redis.Scripter, name string) *BudgetStore {
+	return &BudgetStore{Client: client, Name: name}
+}
+
+// Key returns the Redis key that holds the budget.
+func (s *BudgetStore) Key() string {
+	prefix := s.Prefix
+	if prefix == "" {
+		prefix = DefaultBudgetPrefix
+	}
+	return prefix + "{" + s.Name + "}"
+}
+
+// errNoClient is returned by Settle on a BudgetStore without a Client.
+var errNoClient = errors.New("retryredis: BudgetStore.Client is nil")
+
+// Settle reports a process's first attempts and unspent retries to Redis
+// and returns its new lease, by the rule of [retry.Budget]. It returns an
+// error, never a lease out of range, when Redis fails or answers anything
+// but what the script returns.
+func (s *BudgetStore) Settle(ctx context.Context, r retry.BudgetSettlement) (retry.BudgetLease, error) {
+	if s == nil || s.Client == nil {
+		return retry.BudgetLease{}, errNoClient
+	}
+	window := r.Window
+	if window <= 0 {
+		window = retry.DefaultBudgetWindow
+	}
+	width := max(window/10, minSliceWidth)
+	ttl := max(2*window, time.Second)
+	res, err := budgetScript.Run(ctx, s.Client, []string{s.Key()},
+		r.Deposits, r.Unspent, r.Epoch, r.Want,
+		strconv.FormatFloat(r.Ratio, 'g', -1, 64),
+		strconv.FormatFloat(r.MinPerSecond*window.Seconds(), 'g', -1, 64),
+		width.Microseconds(), ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return retry.BudgetLease{}, fmt.Errorf("retryredis: settling budget %q: %w", s.Key(), err)
+	}
+	if len(res) != 2 || res[0] < 0 || res[0] > r.Want {
+		return retry.BudgetLease{}, fmt.Errorf("retryredis: settling budget %q: unexpected answer %v", s.Key(), res)
+	}
+	return retry.BudgetLease{Retries: res[0], Epoch: res[1]}, nil
+}

@@ -1,0 +1,38 @@
+package retryredis_test
+
+import (
+	"log"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryredis"
+)
+
+// TestFleetDocWiring holds the wiring snippet of docs/fleet.md, so that it
+// compiles; it builds the client without sending anything.
+func TestFleetDocWiring(t *testing.T) {
+	var fallbacks atomic.Int64
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "redis:6379",
+		ContextTimeoutEnabled: true, // let the Budget's StoreTimeout reach the socket
+		MaxRetries:            -1,   // the Budget falls back on its own: fail fast instead
+		DialerRetries:         1,
+	})
+	budget := &retry.Budget{
+		Ratio:        0.1,
+		MinPerSecond: 10, // for the whole fleet, not each process
+		Store:        retryredis.NewBudgetStore(rdb, "openai-prod"),
+		OnFallback: func(err error) {
+			fallbacks.Add(1) // a metric: the store failed, this process runs on its own window
+			log.Printf("retry budget: %v", err)
+		},
+	}
+	client := &http.Client{Transport: &retry.Transport{Policy: retry.Policy{Budget: budget}}}
+	defer rdb.Close()
+	if client.Transport.(*retry.Transport).Policy.Budget.Store == nil {
+		t.Error("the snippet's Budget has no store")
+	}
+}

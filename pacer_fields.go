@@ -24,24 +24,10 @@ func headerCount(h http.Header, k string) (float64, bool) {
 // parseNumber reads digits with at most one decimal point, as parseDecimal
 // does, up to 1e15: larger counts are no limit any server keeps.
 func parseNumber(s string) (float64, bool) {
-	if len(s) > 32 {
+	if len(s) > 32 || !plainDecimal(s) {
 		return 0, false
 	}
-	digits, dots := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.':
-			dots++
-		default:
-			return 0, false
-		}
-	}
-	if digits == 0 || dots > 1 {
-		return 0, false
-	}
-	if dots == 0 && digits <= 15 { // the common case, without strconv
+	if len(s) <= 15 && strings.IndexByte(s, '.') < 0 { // the common case, without strconv
 		var n int64
 		for i := 0; i < len(s); i++ {
 			n = n*10 + int64(s[i]-'0')

@@ -59,10 +59,10 @@ func headerValue(h http.Header, k string) (string, bool) {
 	return v, v != ""
 }
 
-// parseDecimal reads digits with at most one decimal point ("12", "1.5",
-// ".5") as a count of unit nanoseconds. Signs, exponents, hex, "Inf" and
-// "NaN", which strconv would take, are refused: none is a valid hint.
-func parseDecimal(s string, unit float64) (time.Duration, bool) {
+// plainDecimal reports whether s is digits with at most one decimal point
+// ("12", "1.5", ".5"): no sign, exponent, hex, "Inf" or "NaN", all of which
+// strconv would take.
+func plainDecimal(s string) bool {
 	digits, dots := 0, 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -71,10 +71,17 @@ func parseDecimal(s string, unit float64) (time.Duration, bool) {
 		case c == '.':
 			dots++
 		default:
-			return 0, false
+			return false
 		}
 	}
-	if digits == 0 || dots > 1 {
+	return digits > 0 && dots <= 1
+}
+
+// parseDecimal reads digits with at most one decimal point ("12", "1.5",
+// ".5") as a count of unit nanoseconds. Signs, exponents, hex, "Inf" and
+// "NaN", which strconv would take, are refused: none is a valid hint.
+func parseDecimal(s string, unit float64) (time.Duration, bool) {
+	if !plainDecimal(s) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(s, 64)

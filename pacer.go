@@ -54,8 +54,9 @@ import (
 // change once it is in use.
 type Pacer struct {
 	// Key says which requests share a limit. Nil means the request's host
-	// plus a hash of its credentials (the Authorization, x-api-key and
-	// api-key headers), so that two API keys on one host are paced apart.
+	// plus a hash of its credential (the first of the Authorization,
+	// x-api-key and api-key headers it has), so that two API keys on one
+	// host are paced apart.
 	Key func(*http.Request) string
 
 	// Cost returns the tokens a request is expected to use, counted
@@ -134,11 +135,16 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 		host = req.URL.Host
 	}
 	// maphash.String per part, mixed: cheaper than a maphash.Hash for
-	// the few short strings here.
+	// the few short strings here. The first credential header present is
+	// the credential: an API sends one of them, and each lookup costs.
 	sum := maphash.String(p.seed, host)
 	for i, k := range [...]string{"Authorization", "X-Api-Key", "Api-Key"} {
-		for _, v := range req.Header[k] {
+		vs := req.Header[k]
+		for _, v := range vs {
 			sum = (sum^uint64(i+1))*0x9e3779b97f4a7c15 + maphash.String(p.seed, v)
+		}
+		if len(vs) > 0 {
+			break
 		}
 	}
 	return sum

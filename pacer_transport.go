@@ -47,14 +47,8 @@ func (c *call) pace() error {
 	if p.OnWait != nil {
 		p.OnWait(PaceEvent{Attempt: l.attempt + 1, Delay: wait, Host: requestHost(c.req), RetryAfter: hinted})
 	}
-	began := l.p.now()
-	var err error
-	if l.p.Sleep != nil {
-		err = l.p.Sleep(l.ctx, wait)
-	} else {
-		err = sleepOn(l.ctx, l.p.Clock, wait)
-	}
-	l.paced += l.p.since(began)
+	took, err := l.wait(wait)
+	l.paced += took
 	switch {
 	case l.ctx.Err() != nil:
 		p.cancel(&c.pt)

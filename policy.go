@@ -255,19 +255,8 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 	if l.p.OnRetry != nil {
 		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted, Context: l.ctx})
 	}
-	var began time.Time
-	if l.p.OnDone != nil {
-		began = l.p.now()
-	}
-	var err error
-	if l.p.Sleep != nil {
-		err = l.p.Sleep(l.ctx, delay)
-	} else {
-		err = sleepOn(l.ctx, l.p.Clock, delay)
-	}
-	if l.p.OnDone != nil {
-		l.slept += l.p.since(began)
-	}
+	took, err := l.wait(delay)
+	l.slept += took
 	switch {
 	case l.ctx.Err() != nil:
 		return l.canceled(nil)
@@ -275,6 +264,26 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 		return fmt.Errorf("retry: Policy.Sleep failed after %d attempts: %w; last error: %w", l.attempt, err, l.last)
 	}
 	return nil
+}
+
+// wait waits d through Policy.Sleep, or on the Clock, and returns Sleep's
+// error and how long the wait took by the Clock, measured only when OnDone
+// will report it (else 0).
+func (l *loop) wait(d time.Duration) (time.Duration, error) {
+	var began time.Time
+	if l.p.OnDone != nil {
+		began = l.p.now()
+	}
+	var err error
+	if l.p.Sleep != nil {
+		err = l.p.Sleep(l.ctx, d)
+	} else {
+		err = sleepOn(l.ctx, l.p.Clock, d)
+	}
+	if l.p.OnDone == nil {
+		return 0, err
+	}
+	return l.p.since(began), err
 }
 
 func (l *loop) giveUp(r Reason) error {

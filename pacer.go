@@ -134,18 +134,21 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 	if req.URL != nil && req.URL.Host != "" {
 		host = req.URL.Host
 	}
+	// The first credential header present is the credential: an API
+	// sends one of them. The lookups are most of the cost: the common
+	// header is looked up first, the others only when it is absent.
+	h := req.Header
+	vs, i := h["Authorization"], uint64(1)
+	if len(vs) == 0 {
+		if vs, i = h["X-Api-Key"], 2; len(vs) == 0 {
+			vs, i = h["Api-Key"], 3
+		}
+	}
 	// maphash.String per part, mixed: cheaper than a maphash.Hash for
-	// the few short strings here. The first credential header present is
-	// the credential: an API sends one of them, and each lookup costs.
+	// the few short strings here.
 	sum := maphash.String(p.seed, host)
-	for i, k := range [...]string{"Authorization", "X-Api-Key", "Api-Key"} {
-		vs := req.Header[k]
-		for _, v := range vs {
-			sum = (sum^uint64(i+1))*0x9e3779b97f4a7c15 + maphash.String(p.seed, v)
-		}
-		if len(vs) > 0 {
-			break
-		}
+	for _, v := range vs {
+		sum = (sum^i)*0x9e3779b97f4a7c15 + maphash.String(p.seed, v)
 	}
 	return sum
 }

@@ -316,3 +316,35 @@ func TestCutOutsideQuotes(t *testing.T) {
 		}
 	}
 }
+
+// TestPacerCredentialKey checks which credential header keys a request by
+// default: the first present of Authorization, X-Api-Key and Api-Key.
+func TestPacerCredentialKey(t *testing.T) {
+	t.Parallel()
+	var p Pacer
+	req := func(kv ...string) *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
+		for i := 0; i+1 < len(kv); i += 2 {
+			r.Header.Add(kv[i], kv[i+1])
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		a, b *http.Request
+		same bool
+	}{
+		{name: "x-api-key values differ", a: req("X-Api-Key", "a"), b: req("X-Api-Key", "b")},
+		{name: "api-key values differ", a: req("Api-Key", "a"), b: req("Api-Key", "b")},
+		{name: "api-key same value", a: req("Api-Key", "a", "Content-Type", "application/json"), b: req("Api-Key", "a"), same: true},
+		{name: "authorization wins over x-api-key", a: req("Authorization", "a", "X-Api-Key", "b"), b: req("Authorization", "a"), same: true},
+		{name: "x-api-key wins over api-key", a: req("X-Api-Key", "a", "Api-Key", "b"), b: req("X-Api-Key", "a", "Api-Key", "c"), same: true},
+		{name: "second value counts", a: req("Api-Key", "a", "Api-Key", "b"), b: req("Api-Key", "a", "Api-Key", "c")},
+		{name: "credential or none", a: req("Api-Key", "a"), b: req()},
+	}
+	for _, tt := range tests {
+		if got := p.hash(tt.a) == p.hash(tt.b); got != tt.same {
+			t.Errorf("%s: same key = %v, want %v", tt.name, got, tt.same)
+		}
+	}
+}

@@ -24,18 +24,41 @@ func headerCount(h http.Header, k string) (float64, bool) {
 // parseNumber reads digits with at most one decimal point, as parseDecimal
 // does, up to 1e15: larger counts are no limit any server keeps.
 func parseNumber(s string) (float64, bool) {
-	if len(s) > 32 || !plainDecimal(s) {
+	if len(s) > 15 { // rare: strconv, behind the same check
+		if len(s) > 32 || !plainDecimal(s) {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return f, err == nil && f <= 1e15
+	}
+	// One pass, without strconv. Up to 15 digits fit a float64 exactly,
+	// as does every power of ten a fraction of them can need, so the one
+	// division below rounds as strconv.ParseFloat would.
+	var n int64
+	digits, dot := 0, -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			n = n*10 + int64(c-'0')
+			digits++
+		case c == '.' && dot < 0:
+			dot = i
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 {
 		return 0, false
 	}
-	if len(s) <= 15 && strings.IndexByte(s, '.') < 0 { // the common case, without strconv
-		var n int64
-		for i := 0; i < len(s); i++ {
-			n = n*10 + int64(s[i]-'0')
+	f := float64(n)
+	if dot >= 0 {
+		div := 1.0
+		for range len(s) - 1 - dot {
+			div *= 10
 		}
-		return float64(n), true
+		f /= div
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil && f <= 1e15
+	return f, true
 }
 
 // responseDate returns the response's Date, or now when it has none.
@@ -97,47 +120,60 @@ func headerJoined(h http.Header, k string) (string, bool) {
 }
 
 // sfItem is one member of a structured-field list (RFC 9651), reduced to
-// what rate-limit fields use: a name (a string or a token) or a number, and
-// up to eight parameters, split once.
+// what rate-limit fields use: a name (a string or a token) or a number,
+// and the parameters the Pacer reads. Other parameters (pk) are skipped.
 type sfItem struct {
-	name  string
-	num   float64
-	isNum bool
-	n     int
-	keys  [8]string
-	vals  [8]string
+	name       string // unquoted, escapes left as sent; "" for a number or a member that cannot be read
+	num        float64
+	isNum      bool
+	q, w, r, t float64 // numeric parameters; 0 when absent or not a plain decimal
+	hasR       bool    // r was sent: an r of 0 says that nothing is left
+	qu         string  // the quota unit, unquoted; "" when absent
 }
 
-// param returns the numeric parameter k, or 0.
-func (it *sfItem) param(k string) float64 {
-	v, _ := it.rawParam(k)
-	n, _ := parseNumber(v)
-	return n
-}
-
-// strParam returns the string or token parameter k, unquoted, or "".
-func (it *sfItem) strParam(k string) string {
-	v, _ := it.rawParam(k)
-	return strings.Trim(v, `"`)
-}
-
-func (it *sfItem) rawParam(k string) (string, bool) {
-	for i := range it.n {
-		if it.keys[i] == k {
-			return it.vals[i], true
-		}
+// head records the member's bare item: a number, or a name.
+func (it *sfItem) head(v string) {
+	if n, ok := parseNumber(v); ok {
+		it.num, it.isNum = n, true
+	} else {
+		it.name = strings.Trim(v, `"`)
 	}
-	return "", false
 }
 
-// sfList reads the members of a structured-field list, in order. It is
-// lenient where the fields' senders are (white space, missing quotes) and
-// never fails: a member it cannot read comes with an empty name. At most
-// 64 members are read.
+// param records the parameter k=v. A key sent twice keeps its last value
+// (RFC 9651, section 4.2.3.2).
+func (it *sfItem) param(k, v string) {
+	var dst *float64
+	switch k {
+	case "q":
+		dst = &it.q
+	case "w":
+		dst = &it.w
+	case "r":
+		dst, it.hasR = &it.r, true
+	case "t":
+		dst = &it.t
+	case "qu":
+		it.qu = strings.Trim(v, `"`)
+		return
+	default:
+		return
+	}
+	*dst, _ = parseNumber(v)
+}
+
+// sfList reads the members of a structured-field list, in order, in one
+// pass that builds nothing. It is lenient where the fields' senders are
+// (white space, missing quotes) and never fails: a member it cannot read
+// comes with an empty name. At most 64 members are read.
 type sfList struct {
 	rest string
 	read int
 }
+
+// sfSyntax has a bit for each byte below 64 that means something to
+// sfList: '"', ',', ';' and '='. The other is '\\'.
+const sfSyntax = 1<<'"' | 1<<',' | 1<<';' | 1<<'='
 
 // next reads the next member into it, and reports whether there was one.
 func (l *sfList) next(it *sfItem) bool {
@@ -145,44 +181,49 @@ func (l *sfList) next(it *sfItem) bool {
 		return false
 	}
 	l.read++
-	var m string
-	m, l.rest, _ = cutOutsideQuotes(l.rest, ',')
 	*it = sfItem{}
-	head, params, more := cutOutsideQuotes(m, ';')
-	head = strings.TrimSpace(head)
-	if n, ok := parseNumber(head); ok {
-		it.num, it.isNum = n, true
-	} else {
-		it.name = strings.Trim(head, `"`)
-	}
-	for more && it.n < len(it.keys) {
-		var p string
-		p, params, more = cutOutsideQuotes(params, ';')
-		k, val, _ := strings.Cut(p, "=")
-		it.keys[it.n], it.vals[it.n] = strings.TrimSpace(k), strings.TrimSpace(val)
-		it.n++
-	}
-	return true
-}
-
-// cutOutsideQuotes is strings.Cut that skips sep inside a quoted string
-// (RFC 9651, section 3.3.3: a backslash escapes the next character). A
-// byte loop: the fields are short, and IndexByte's calls cost more here.
-func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
-	quoted := false
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '"':
-			quoted = !quoted
-		case '\\':
-			if quoted {
-				i++
+	s := l.rest
+	// One pass over the member. Its parts, the head and then each
+	// parameter, end at a ';' or ',' outside a quoted string (RFC 9651,
+	// section 3.3.3: a backslash escapes the next character); a ',' ends
+	// the member too. eq is the first '=' of a part.
+	start, eq, quoted, head := 0, -1, false, true
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			c := s[i]
+			if c != '\\' && (c >= 64 || sfSyntax&(1<<c) == 0) {
+				continue // most bytes: one test
 			}
-		case sep:
-			if !quoted {
-				return s[:i], s[i+1:], true
+			switch {
+			case c == '"':
+				quoted = !quoted
+				continue
+			case c == '\\' && quoted:
+				if i+1 < len(s) {
+					i++
+				}
+				continue
+			case c == '=' && eq < 0:
+				eq = i
+				continue
+			case quoted || c != ';' && c != ',':
+				continue
 			}
 		}
+		switch {
+		case head:
+			it.head(strings.TrimSpace(s[start:i]))
+			head = false
+		case eq < 0:
+			it.param(strings.TrimSpace(s[start:i]), "")
+		default:
+			it.param(strings.TrimSpace(s[start:eq]), strings.TrimSpace(s[eq+1:i]))
+		}
+		if i == len(s) || s[i] == ',' {
+			l.rest = s[min(i+1, len(s)):]
+			return true
+		}
+		start, eq = i+1, -1
 	}
-	return s, "", false
+	return true // not reached: the loop ends at len(s)
 }

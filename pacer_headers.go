@@ -235,7 +235,7 @@ func parseIETFLegacy(h http.Header) rateObs {
 			}
 		}
 		if it.isNum && it.num == limit {
-			w = it.param("w")
+			w = it.w
 		}
 	}
 	reset := time.Duration(secs * float64(time.Second))
@@ -272,8 +272,8 @@ func parseIETF(h http.Header) rateObs {
 	n := 0
 	var it sfItem
 	for list := (sfList{rest: pv}); n < len(policies) && list.next(&it); n++ {
-		p := policy{name: it.name, q: it.param("q"), w: it.param("w")}
-		switch it.strParam("qu") {
+		p := policy{name: it.name, q: it.q, w: it.w}
+		switch it.qu {
 		case "", "requests":
 		case "tokens":
 			p.dim = 1
@@ -290,8 +290,8 @@ func parseIETF(h http.Header) rateObs {
 				continue
 			}
 			p.visited = true
-			r, t := it.param("r"), it.param("t")
-			if _, ok := it.rawParam("r"); !ok || t > maxPacerReset.Seconds() {
+			r, t := it.r, it.t
+			if !it.hasR || t > maxPacerReset.Seconds() {
 				break
 			}
 			var obs limitObs

@@ -249,6 +249,17 @@ func TestParseIETF(t *testing.T) {
 			h:    hdr("RateLimit-Policy", `;;,,"x";q=-1;w=0`, "RateLimit", `"x";r=;t=abc, "`),
 		},
 		{
+			name: "parameter sent twice: the last counts", // RFC 9651, section 4.2.3.2
+			h:    hdr("RateLimit-Policy", `"p";q=100;w=10;q=10`, "RateLimit", `"p";r=5;t=1;r=2`),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 10, remaining: 2, reset: time.Second, rate: 1, slack: time.Second}},
+		},
+		{
+			name: "quota after eight other parameters",
+			h: hdr("RateLimit-Policy", `"p";a=1;b=2;c=3;d=4;e=5;f=6;g=7;h=8;q=100;w=10`,
+				"RateLimit", `"p";a=1;b=2;c=3;d=4;e=5;f=6;g=7;h=8;r=50;t=5`),
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 50, reset: 5 * time.Second, rate: 10, slack: time.Second}},
+		},
+		{
 			name: "legacy fields",
 			h:    hdr("RateLimit-Limit", "100", "RateLimit-Remaining", "40", "RateLimit-Reset", "20"),
 			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 40, reset: 20 * time.Second, slack: time.Second}},
@@ -295,25 +306,60 @@ func TestParseRateHeadersConflict(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func TestCutOutsideQuotes(t *testing.T) {
+func TestSfList(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, in      string
-		before, after string
-		found         bool
+		name, in string
+		want     []sfItem
 	}{
-		{name: "plain", in: `a;b`, before: "a", after: "b", found: true},
-		{name: "quoted separator", in: `"a;b";c`, before: `"a;b"`, after: "c", found: true},
-		{name: "escaped quote", in: `"a\";b";c`, before: `"a\";b"`, after: "c", found: true},
-		{name: "unterminated", in: `"a;b`, before: `"a;b`},
-		{name: "none", in: `abc`, before: "abc"},
-		{name: "two strings", in: `"x" "y;";z`, before: `"x" "y;"`, after: "z", found: true},
+		{
+			name: "policies",
+			in:   `"rpm";q=600;w=60;pk=:cGsx:, "tpm";q=1000000;qu="tokens";w=60`,
+			want: []sfItem{{name: "rpm", q: 600, w: 60}, {name: "tpm", q: 1e6, w: 60, qu: "tokens"}},
+		},
+		{
+			name: "numbers, spaces, token unit, bare r",
+			in:   `100 ,  7.5 ; w = 60 ;qu=tokens;r`,
+			want: []sfItem{{num: 100, isNum: true}, {num: 7.5, isNum: true, w: 60, qu: "tokens", hasR: true}},
+		},
+		{
+			name: "quoted separators and escaped quote",
+			in:   `"a;b,c\"d=e";r=1;t=2, x`,
+			want: []sfItem{{name: `a;b,c\"d=e`, r: 1, hasR: true, t: 2}, {name: "x"}},
+		},
+		{
+			name: "key sent twice: the last counts",
+			in:   `p;q=1;q=2`,
+			want: []sfItem{{name: "p", q: 2}},
+		},
+		{
+			name: "unreadable values are 0",
+			in:   `p;q=-1;w=1e3;r=;t="5"`,
+			want: []sfItem{{name: "p", hasR: true}},
+		},
+		{
+			name: "empty members, trailing comma",
+			in:   `,, p,`,
+			want: []sfItem{{}, {}, {name: "p"}},
+		},
+		{
+			name: "unterminated string, trailing backslash",
+			in:   `"a;b, c\`,
+			want: []sfItem{{name: `a;b, c\`}},
+		},
 	}
 	for _, tt := range tests {
-		before, after, found := cutOutsideQuotes(tt.in, ';')
-		if diff := cmp.Diff([]any{tt.before, tt.after, tt.found}, []any{before, after, found}); diff != "" {
-			t.Errorf("%s: cutOutsideQuotes(%q) (-want +got):\n%s", tt.name, tt.in, diff)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []sfItem
+			var it sfItem
+			for l := (sfList{rest: tt.in}); l.next(&it); {
+				got = append(got, it)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(sfItem{})); diff != "" {
+				t.Errorf("sfList(%q) (-want +got):\n%s", tt.in, diff)
+			}
+		})
 	}
 }
 

@@ -14,11 +14,15 @@ import (
 // headerCount reads a header holding a non-negative decimal number. Signs,
 // exponents, "Inf" and "NaN" are refused.
 func headerCount(h http.Header, k string) (float64, bool) {
-	v, ok := headerValue(h, k)
-	if !ok {
+	return firstCount(h[k])
+}
+
+// firstCount is headerCount given the header's values.
+func firstCount(vs []string) (float64, bool) {
+	if len(vs) == 0 {
 		return 0, false
 	}
-	return parseNumber(v)
+	return parseNumber(strings.TrimSpace(vs[0]))
 }
 
 // parseNumber reads digits with at most one decimal point, as parseDecimal
@@ -87,23 +91,40 @@ func parseIMFFixdate(v string) (time.Time, bool) {
 		v[19] != ':' || v[22] != ':' || v[25:] != " GMT" {
 		return time.Time{}, false
 	}
-	num := func(s string) int {
-		n := 0
-		for i := 0; i < len(s); i++ {
-			if s[i] < '0' || s[i] > '9' {
-				return -1
-			}
-			n = n*10 + int(s[i]-'0')
-		}
-		return n
-	}
-	day, year, hh, mm, ss := num(v[5:7]), num(v[12:16]), num(v[17:19]), num(v[20:22]), num(v[23:25])
+	day, year, hh, mm, ss := digitsValue(v[5:7]), digitsValue(v[12:16]), digitsValue(v[17:19]), digitsValue(v[20:22]), digitsValue(v[23:25])
 	month := strings.Index(imfMonths, v[8:11])
 	if day < 1 || day > 31 || year < 0 || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60 ||
 		month < 0 || month%3 != 0 {
 		return time.Time{}, false
 	}
 	return time.Date(year, time.Month(month/3+1), day, hh, mm, ss, 0, time.UTC), true
+}
+
+// parseRFC3339 is time.Parse(time.RFC3339Nano, v) without its cost for
+// the form servers send, "2026-01-01T00:00:01Z"; other forms, and days
+// past the 28th, which need the month's length, are left to time.Parse.
+func parseRFC3339(v string) (time.Time, error) {
+	if len(v) == 20 && v[4] == '-' && v[7] == '-' && v[10] == 'T' && v[13] == ':' && v[16] == ':' && v[19] == 'Z' {
+		year, month, day := digitsValue(v[0:4]), digitsValue(v[5:7]), digitsValue(v[8:10])
+		hh, mm, ss := digitsValue(v[11:13]), digitsValue(v[14:16]), digitsValue(v[17:19])
+		if year >= 0 && month >= 1 && month <= 12 && day >= 1 && day <= 28 &&
+			hh >= 0 && hh <= 23 && mm >= 0 && mm <= 59 && ss >= 0 && ss <= 59 {
+			return time.Date(year, time.Month(month), day, hh, mm, ss, 0, time.UTC), nil
+		}
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
+// digitsValue returns the value of s, all decimal digits, or -1.
+func digitsValue(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return -1
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
 }
 
 // headerJoined returns all the values of k joined by commas, as a
@@ -133,7 +154,9 @@ type sfItem struct {
 
 // head records the member's bare item: a number, or a name.
 func (it *sfItem) head(v string) {
-	if n, ok := parseNumber(v); ok {
+	if v != "" && v[0] == '"' { // a string, the common case: not a number
+		it.name = strings.Trim(v, `"`)
+	} else if n, ok := parseNumber(v); ok {
 		it.num, it.isNum = n, true
 	} else {
 		it.name = strings.Trim(v, `"`)
@@ -171,9 +194,14 @@ type sfList struct {
 	read int
 }
 
-// sfSyntax has a bit for each byte below 64 that means something to
-// sfList: '"', ',', ';' and '='. The other is '\\'.
-const sfSyntax = 1<<'"' | 1<<',' | 1<<';' | 1<<'='
+// sfSpecial0 and sfSpecial1 have a bit for each byte below 64 and below
+// 128 that sfList must look at: the syntax ('"', ',', ';', '=', '\\'), and
+// white space and control bytes, which may need trimming. Every byte from
+// 128 on is looked at too: it may start a Unicode space.
+const (
+	sfSpecial0 = 1<<('"') | 1<<',' | 1<<';' | 1<<'=' | (1<<('!') - 1) // '!' - 1 is ' '
+	sfSpecial1 = 1<<('\\'-64) | 1<<(0x7f-64)
+)
 
 // next reads the next member into it, and reports whether there was one.
 func (l *sfList) next(it *sfItem) bool {
@@ -186,44 +214,50 @@ func (l *sfList) next(it *sfItem) bool {
 	// One pass over the member. Its parts, the head and then each
 	// parameter, end at a ';' or ',' outside a quoted string (RFC 9651,
 	// section 3.3.3: a backslash escapes the next character); a ',' ends
-	// the member too. eq is the first '=' of a part.
-	start, eq, quoted, head := 0, -1, false, true
+	// the member too. eq is the first '=' of a part; space says that the
+	// part may need trimming: it holds a byte below '!' or above '~'.
+	start, eq, quoted, space, head := 0, -1, false, false, true
+	special := [4]uint64{sfSpecial0, sfSpecial1, ^uint64(0), ^uint64(0)}
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) {
 			c := s[i]
-			if c != '\\' && (c >= 64 || sfSyntax&(1<<c) == 0) {
-				continue // most bytes: one test
+			if special[c>>6]>>(c&63)&1 == 0 {
+				continue // most bytes: one test, without branches
 			}
 			switch {
 			case c == '"':
 				quoted = !quoted
-				continue
 			case c == '\\' && quoted:
 				if i+1 < len(s) {
 					i++
 				}
-				continue
 			case c == '=' && eq < 0:
 				eq = i
-				continue
-			case quoted || c != ';' && c != ',':
+			case c <= ' ' || c >= 0x7f:
+				space = true
+			}
+			if quoted || c != ';' && c != ',' {
 				continue
 			}
 		}
-		switch {
-		case head:
-			it.head(strings.TrimSpace(s[start:i]))
+		k, v := s[start:i], ""
+		if eq >= 0 && !head {
+			k, v = s[start:eq], s[eq+1:i]
+		}
+		if space {
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		}
+		if head {
+			it.head(k)
 			head = false
-		case eq < 0:
-			it.param(strings.TrimSpace(s[start:i]), "")
-		default:
-			it.param(strings.TrimSpace(s[start:eq]), strings.TrimSpace(s[eq+1:i]))
+		} else {
+			it.param(k, v)
 		}
 		if i == len(s) || s[i] == ',' {
 			l.rest = s[min(i+1, len(s)):]
 			return true
 		}
-		start, eq = i+1, -1
+		start, eq, space = i+1, -1, false
 	}
 	return true // not reached: the loop ends at len(s)
 }

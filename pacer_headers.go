@@ -44,6 +44,12 @@ type rateObs struct {
 	resource         string // GitHub's x-ratelimit-resource: which of its limits this is
 }
 
+// full reports an observation of both dimensions: another format has
+// nothing to add.
+func (o *rateObs) full() bool {
+	return o.requests.kind != kindNone && o.tokens.kind != kindNone
+}
+
 // empty reports an observation that teaches nothing.
 func (o *rateObs) empty() bool {
 	return o.requests.kind == kindNone && o.tokens.kind == kindNone
@@ -72,14 +78,13 @@ func parseRateHeaders(h http.Header, now time.Time) rateObs {
 			o.resource = p.resource
 		}
 	}
-	full := func() bool { return o.requests.kind != kindNone && o.tokens.kind != kindNone }
-	if merge(parseAnthropic(h, now)); full() {
+	if o = parseAnthropic(h, now); o.full() { // the first format read needs no merging
 		return o
 	}
-	if merge(parseOpenAI(h)); full() {
+	if merge(parseOpenAI(h)); o.full() {
 		return o
 	}
-	if merge(parseIETF(h)); full() {
+	if merge(parseIETF(h)); o.full() {
 		return o
 	}
 	merge(parseIETFLegacy(h))
@@ -92,20 +97,30 @@ func parseRateHeaders(h http.Header, now time.Time) rateObs {
 // durations ("1s", "6m0s", "12ms", "1m30.5s"); Azure OpenAI sends plain
 // seconds. The limits are token buckets refilling continuously.
 func parseOpenAI(h http.Header) rateObs {
-	if len(h["X-Ratelimit-Limit-Requests"]) == 0 && len(h["X-Ratelimit-Limit-Tokens"]) == 0 {
+	// The limits say whether the format is OpenAI's; each is looked up
+	// once, as every lookup costs.
+	lr, lt := h["X-Ratelimit-Limit-Requests"], h["X-Ratelimit-Limit-Tokens"]
+	if len(lr) == 0 && len(lt) == 0 {
 		return rateObs{}
 	}
 	return rateObs{
-		requests: openAIDim(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"),
-		tokens:   openAIDim(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"),
+		requests: openAIDim(h, lr, "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"),
+		tokens:   openAIDim(h, lt, "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"),
 	}
 }
 
-func openAIDim(h http.Header, limitKey, remainingKey, resetKey string) limitObs {
-	limit, ok1 := headerCount(h, limitKey)
-	remaining, ok2 := headerCount(h, remainingKey)
-	v, ok3 := headerValue(h, resetKey)
-	if !ok1 || !ok2 || !ok3 {
+// openAIDim reads one dimension, given its limit's values.
+func openAIDim(h http.Header, limitValues []string, remainingKey, resetKey string) limitObs {
+	limit, ok := firstCount(limitValues)
+	if !ok {
+		return limitObs{}
+	}
+	remaining, ok := headerCount(h, remainingKey)
+	if !ok {
+		return limitObs{}
+	}
+	v, ok := headerValue(h, resetKey)
+	if !ok {
 		return limitObs{}
 	}
 	reset, ok := parseResetDuration(v)
@@ -145,25 +160,45 @@ var anthropicKeys = [...][3]string{
 // server's clock and ours cancels out (now stands in for a missing Date).
 func parseAnthropic(h http.Header, now time.Time) rateObs {
 	var o rateObs
-	if len(h[anthropicKeys[0][0]]) == 0 && len(h[anthropicKeys[1][0]]) == 0 && len(h[anthropicKeys[2][0]]) == 0 {
+	// The first limit sent says the format is Anthropic's; the limits
+	// looked up to find it are kept, as every lookup costs.
+	var limits [len(anthropicKeys)][]string
+	first := -1
+	for i := range anthropicKeys {
+		if limits[i] = h[anthropicKeys[i][0]]; len(limits[i]) > 0 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
 		return o // the common case: not Anthropic
 	}
 	date := responseDate(h, now)
-	o.requests = anthropicDim(h, &anthropicKeys[0], date)
+	o.requests = anthropicDim(h, &anthropicKeys[0], limits[0], date)
 	for i := 1; i < len(anthropicKeys) && o.tokens.kind == kindNone; i++ {
-		o.tokens = anthropicDim(h, &anthropicKeys[i], date)
+		if i > first {
+			limits[i] = h[anthropicKeys[i][0]]
+		}
+		o.tokens = anthropicDim(h, &anthropicKeys[i], limits[i], date)
 	}
 	return o
 }
 
-func anthropicDim(h http.Header, keys *[3]string, date time.Time) limitObs {
-	limit, ok1 := headerCount(h, keys[0])
-	remaining, ok2 := headerCount(h, keys[1])
-	v, ok3 := headerValue(h, keys[2])
-	if !ok1 || !ok2 || !ok3 || len(v) > 64 {
+// anthropicDim reads one dimension, given its limit's values.
+func anthropicDim(h http.Header, keys *[3]string, limitValues []string, date time.Time) limitObs {
+	limit, ok := firstCount(limitValues)
+	if !ok {
 		return limitObs{}
 	}
-	at, err := time.Parse(time.RFC3339Nano, v)
+	remaining, ok := headerCount(h, keys[1])
+	if !ok {
+		return limitObs{}
+	}
+	v, ok := headerValue(h, keys[2])
+	if !ok || len(v) > 64 {
+		return limitObs{}
+	}
+	at, err := parseRFC3339(v)
 	if err != nil {
 		return limitObs{}
 	}
@@ -182,10 +217,10 @@ func anthropicDim(h http.Header, keys *[3]string, date time.Time) limitObs {
 // The reset is when the current fixed window ends, in Unix seconds, read
 // relative to the response's Date. GitHub counts requests only.
 func parseGitHub(h http.Header, now time.Time) rateObs {
-	if len(h["X-Ratelimit-Limit"]) == 0 {
-		return rateObs{}
+	limit, ok1 := firstCount(h["X-Ratelimit-Limit"])
+	if !ok1 {
+		return rateObs{} // the common case: not GitHub's format
 	}
-	limit, ok1 := headerCount(h, "X-Ratelimit-Limit")
 	remaining, ok2 := headerCount(h, "X-Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "X-Ratelimit-Reset")
 	if !ok1 || !ok2 || !ok3 || secs > 1<<40 {
@@ -213,10 +248,10 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 // reset is delta-seconds until the window's quota returns. A limit may name
 // its window ("100, 100;w=60"); then it refills at limit per window.
 func parseIETFLegacy(h http.Header) rateObs {
-	if len(h["Ratelimit-Limit"]) == 0 {
-		return rateObs{}
-	}
 	lv, ok1 := headerValue(h, "Ratelimit-Limit")
+	if !ok1 {
+		return rateObs{} // the common case: not these fields
+	}
 	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "Ratelimit-Reset")
 	if !ok1 || !ok2 || !ok3 {
@@ -257,9 +292,12 @@ func parseIETFLegacy(h http.Header) rateObs {
 // dimension, the one with the least available wins. The partition key pk
 // is not read: Pacer.Key says which requests share a limit.
 func parseIETF(h http.Header) rateObs {
-	pv, ok1 := headerJoined(h, "Ratelimit-Policy")
-	rv, ok2 := headerJoined(h, "Ratelimit")
-	if !ok1 || !ok2 {
+	rv, ok := headerJoined(h, "Ratelimit")
+	if !ok {
+		return rateObs{} // the common case: not these fields
+	}
+	pv, ok := headerJoined(h, "Ratelimit-Policy")
+	if !ok {
 		return rateObs{}
 	}
 	type policy struct {

@@ -150,6 +150,19 @@ func TestParseAnthropic(t *testing.T) {
 			now: pacerEpoch,
 		},
 		{
+			name: "reset on the 31st",
+			h: hdr("Date", "Sat, 31 Jan 2026 00:00:00 GMT", "anthropic-ratelimit-requests-limit", "50",
+				"anthropic-ratelimit-requests-remaining", "1", "anthropic-ratelimit-requests-reset", "2026-01-31T00:00:02Z"),
+			now:  pacerEpoch,
+			want: rateObs{requests: limitObs{kind: kindBucket, limit: 50, remaining: 1, reset: 2 * time.Second, slack: time.Second}},
+		},
+		{
+			name: "reset on a day that does not exist ignored",
+			h: hdr("Date", "Sat, 28 Feb 2026 23:59:59 GMT", "anthropic-ratelimit-requests-limit", "50",
+				"anthropic-ratelimit-requests-remaining", "1", "anthropic-ratelimit-requests-reset", "2026-02-29T00:00:01Z"),
+			now: pacerEpoch,
+		},
+		{
 			name: "garbage reset ignored",
 			h: hdr("Date", date, "anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "1",
 				"anthropic-ratelimit-requests-reset", "tomorrow"),

@@ -356,6 +356,11 @@ func TestSfList(t *testing.T) {
 			want: []sfItem{{}, {}, {name: "p"}},
 		},
 		{
+			name: "escaped space, then a space to trim",
+			in:   `0"\ `,
+			want: []sfItem{{name: `0"\`}},
+		},
+		{
 			name: "unterminated string, trailing backslash",
 			in:   `"a;b, c\`,
 			want: []sfItem{{name: `a;b, c\`}},

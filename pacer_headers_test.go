@@ -412,3 +412,15 @@ func TestPacerCredentialKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSfSpecial checks sfList's table of the bytes it must look at.
+func TestSfSpecial(t *testing.T) {
+	t.Parallel()
+	special := [4]uint64{sfSpecial0, sfSpecial1, ^uint64(0), ^uint64(0)}
+	for c := range 256 {
+		want := c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' || c == '=' || c == '\\'
+		if got := special[c>>6]>>(c&63)&1 == 1; got != want {
+			t.Errorf("byte %#x: special = %v, want %v", c, got, want)
+		}
+	}
+}

@@ -405,6 +405,8 @@ func TestPacerCredentialKey(t *testing.T) {
 		{name: "x-api-key wins over api-key", a: req("X-Api-Key", "a", "Api-Key", "b"), b: req("X-Api-Key", "a", "Api-Key", "c"), same: true},
 		{name: "second value counts", a: req("Api-Key", "a", "Api-Key", "b"), b: req("Api-Key", "a", "Api-Key", "c")},
 		{name: "credential or none", a: req("Api-Key", "a"), b: req()},
+		{name: "one value in two headers", a: req("Authorization", "a"), b: req("X-Api-Key", "a")},
+		{name: "one value or two", a: req("Api-Key", "a"), b: req("Api-Key", "a", "Api-Key", "b")},
 	}
 	for _, tt := range tests {
 		if got := p.hash(tt.a) == p.hash(tt.b); got != tt.same {

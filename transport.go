@@ -143,6 +143,11 @@ func (c *call) init() error {
 	if c.t.ReplayBuffer < 0 {
 		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
 	}
+	if c.t.Pacer != nil {
+		if err := c.t.Pacer.validate(); err != nil {
+			return err
+		}
+	}
 	c.ctx = c.req.Context()
 	if err := c.l.init(c.ctx, &c.t.Policy); err != nil {
 		return err

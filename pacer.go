@@ -171,11 +171,12 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 }
 
 // reserve takes req's place in its key's queue at now and returns how long
-// it must wait, and whether the wait is a Retry-After's. It fills t.
-func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock) (time.Duration, bool) {
+// it must wait, and whether the wait is a Retry-After's. It fills t. room
+// is the time left to the call, which a store call must not outlast.
+func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock, room time.Duration) (time.Duration, bool) {
 	*t = paceTicket{}
-	if p.storeOn() {
-		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req)); ok {
+	if p.storeOn() && room > 0 {
+		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req), room); ok {
 			return wait, hinted
 		}
 	}
@@ -260,8 +261,8 @@ func (p *Pacer) release(t *paceTicket) {
 }
 
 // observe learns from the response to t's attempt. pol dates the headers
-// and jitters a Retry-After.
-func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy) {
+// and jitters a Retry-After; room is the time left to the call.
+func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy, room time.Duration) {
 	k := t.k
 	h := resp.Header
 	if len(h) == 0 {
@@ -288,8 +289,8 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, p
 		}
 	}
 	r := p.learn(k, t, &o, block, now)
-	if p.storeOn() {
-		p.storeLearn(req, &r)
+	if p.storeOn() && room > 0 {
+		p.storeLearn(req, &r, room)
 	}
 }
 

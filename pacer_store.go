@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -127,9 +128,14 @@ func (p *Pacer) storeOn() bool {
 	return p.Store != nil && time.Now().UnixNano() >= p.storeOff.Load()
 }
 
-// storeFailed records that the store failed: the Pacer paces on its own for
-// a while.
-func (p *Pacer) storeFailed(err error) {
+// storeFailed records that the store failed, given room to answer: the
+// Pacer paces on its own for a while. A store cut short by the call's own
+// deadline (room, shorter than StoreTimeout) has not failed: that call
+// paces on its own, the others go on asking.
+func (p *Pacer) storeFailed(err error, room time.Duration) {
+	if room < p.storeTimeout() && errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
 	p.storeOff.Store(time.Now().Add(pacerStoreRetry).UnixNano())
 	if p.OnFallback != nil {
 		p.OnFallback(err)
@@ -138,10 +144,10 @@ func (p *Pacer) storeFailed(err error) {
 
 // storeReserve asks the store for req's place. It reports false when the
 // store failed; the caller then reserves locally.
-func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64) (time.Duration, bool, bool) {
+func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, room time.Duration) (time.Duration, bool, bool) {
 	key := p.storeKey(req)
 	var g PaceGrant
-	err := p.callStore(func(ctx context.Context) (err error) {
+	err := p.callStore(room, func(ctx context.Context) (err error) {
 		g, err = p.Store.Reserve(ctx, key, cost)
 		return err
 	})
@@ -149,7 +155,7 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64) (ti
 		err = fmt.Errorf("a wait of %v", g.Wait)
 	}
 	if err != nil {
-		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err))
+		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err), room)
 		return 0, false, false
 	}
 	*t = paceTicket{store: true, cost: cost, marks: [2]PaceMark{g.Requests, g.Tokens}}
@@ -157,19 +163,19 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64) (ti
 }
 
 // storeLearn reports what a response said to the store.
-func (p *Pacer) storeLearn(req *http.Request, r *PaceReport) {
+func (p *Pacer) storeLearn(req *http.Request, r *PaceReport, room time.Duration) {
 	key := p.storeKey(req)
-	err := p.callStore(func(ctx context.Context) error { return p.Store.Learn(ctx, key, *r) })
+	err := p.callStore(room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, *r) })
 	if err != nil {
-		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Learn failed: %w", err))
+		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Learn failed: %w", err), room)
 	}
 }
 
-// callStore runs f with a context bounded by StoreTimeout, and returns at
-// the timeout even if f does not: a store that ignores its context must not
-// hold an attempt up.
-func (p *Pacer) callStore(f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.storeTimeout())
+// callStore runs f with a context bounded by StoreTimeout and room (the
+// time left to the call), and returns at the timeout even if f does not: a
+// store that ignores its context must not hold an attempt up.
+func (p *Pacer) callStore(room time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(p.storeTimeout(), room))
 	defer cancel()
 	ch := make(chan error, 1) // buffered: a late f ends without a reader
 	go func() { ch <- f(ctx) }()

@@ -446,3 +446,47 @@ func TestPacerStoreTimeoutNegative(t *testing.T) {
 		t.Errorf("err = %v, want ErrInvalidPolicy", err)
 	}
 }
+
+// TestPacerStoreKeepsTheDeadline: a store slower than the call's Deadline
+// holds the call up only until then, whatever StoreTimeout says. Real
+// time: the store's bound is real.
+func TestPacerStoreKeepsTheDeadline(t *testing.T) {
+	t.Parallel()
+	store := newMemStore(clockwork.NewFakeClock())
+	hang := make(chan struct{})
+	defer close(hang)
+	store.hang = hang
+	tr := &Transport{Base: &scriptedRT{script: []http.Header{openAIHeaders(10, 9, "1s")}},
+		Policy: Policy{Deadline: 300 * time.Millisecond},
+		Pacer:  &Pacer{Store: store, StoreTimeout: 10 * time.Second}}
+	began := time.Now()
+	_, _ = get(t, tr, "https://api.example.com/")
+	// The bound is the 300 ms Deadline; a wide margin for a loaded machine.
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("call took %v with a Deadline of 300 ms and a store that hangs", took)
+	}
+}
+
+// TestPacerStoreCutByTheCallIsNoFailure: a store call cut short by the
+// call's own deadline is not the store's failure: the other calls go on
+// asking it.
+func TestPacerStoreCutByTheCallIsNoFailure(t *testing.T) {
+	t.Parallel()
+	store := newMemStore(clockwork.NewFakeClock())
+	release := make(chan struct{})
+	store.hang = release
+	var fallbacks atomic.Int32
+	p := &Pacer{Store: store, StoreTimeout: 10 * time.Second, OnFallback: func(error) { fallbacks.Add(1) }}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
+	var tk paceTicket
+	if wait, _ := p.reserve(&tk, req, nil, 10*time.Millisecond); wait != 0 || tk.store {
+		t.Errorf("reserve with 10 ms left and a slow store = %v, store ticket %v; want 0 from the local buckets", wait, tk.store)
+	}
+	close(release)
+	store.mu.Lock()
+	store.hang = nil
+	store.mu.Unlock()
+	if n := fallbacks.Load(); n != 0 || !p.storeOn() {
+		t.Errorf("%d fallbacks, store on: %v; want none, and the store still asked", n, p.storeOn())
+	}
+}

@@ -32,15 +32,11 @@ func (c *call) pace() error {
 	if l.ctx.Err() != nil {
 		return nil // begin reports it
 	}
-	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock)
+	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock, l.room())
 	if wait <= 0 {
 		return nil
 	}
-	if wait >= l.p.deadline()-l.elapsed() {
-		p.cancel(&c.pt)
-		return l.giveUp(ReasonDeadline)
-	}
-	if d, ok := l.ctx.Deadline(); ok && wait >= time.Until(d) {
+	if wait >= l.room() {
 		p.cancel(&c.pt)
 		return l.giveUp(ReasonDeadline)
 	}
@@ -73,7 +69,7 @@ func (c *call) learn(resp *http.Response, err error) {
 		p.release(&c.pt)
 		return
 	}
-	p.observe(&c.pt, c.req, resp, &c.l.p)
+	p.observe(&c.pt, c.req, resp, &c.l.p, c.l.room())
 }
 
 func requestHost(req *http.Request) string {

@@ -169,6 +169,16 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 	return nil
 }
 
+// room returns the time left to the call: to its Deadline, or to its
+// context's deadline when that is sooner.
+func (l *loop) room() time.Duration {
+	room := l.p.deadline() - l.elapsed()
+	if d, ok := l.ctx.Deadline(); ok {
+		room = min(room, time.Until(d))
+	}
+	return room
+}
+
 // elapsed returns the time since the call began.
 func (l *loop) elapsed() time.Duration { return l.p.since(l.start) }
 
@@ -221,14 +231,14 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
 		delay, hinted = l.p.jitterHint(hint), true
 	}
-	if delay >= l.p.deadline()-l.elapsed() {
+	room := l.room()
+	if delay >= room {
 		return 0, false, l.giveUp(ReasonDeadline)
 	}
-	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {
-		return 0, false, l.giveUp(ReasonDeadline)
-	}
-	// Last, so that a retry the deadline forbids spends no token.
-	if l.p.Budget != nil && !l.p.Budget.Withdraw() {
+	room -= delay
+	// Last, so that a retry the deadline forbids spends no token; a shared
+	// Budget waits on its store only for the room the sleep leaves.
+	if l.p.Budget != nil && !l.p.Budget.withdrawWithin(room) {
 		return 0, false, l.giveUp(ReasonBudget)
 	}
 	return delay, hinted, nil

@@ -13,6 +13,7 @@ func (c *call) begin() (time.Duration, error) {
 	if c.t.Pacer == nil {
 		return c.l.begin()
 	}
+	c.l.waited = true // even without a wait, a store call takes time
 	if err := c.pace(); err != nil {
 		return 0, err
 	}

@@ -216,7 +216,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		parent = cw.watch(parent)
 	}
 	x := &exchange{done: c.stop}
-	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, timeout)
+	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, c.l.began, timeout)
 	c.rb.lend(areq)
 	c.body = nil
 	resp, err = c.base.RoundTrip(areq)

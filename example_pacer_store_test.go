@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/retrykit/retry"
 )
@@ -13,7 +14,7 @@ import (
 // downStore is a PacerStore whose server cannot be reached.
 type downStore struct{}
 
-func (downStore) Reserve(context.Context, string, float64) (retry.PaceGrant, error) {
+func (downStore) Reserve(context.Context, string, float64, time.Duration) (retry.PaceGrant, error) {
 	return retry.PaceGrant{}, errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 

@@ -42,8 +42,11 @@ const pacerStoreRetry = time.Second
 // with the server's remaining count, and the store moves the bucket down by
 // what the server has less than the mark said (less what earlier reports
 // corrected since), never up: so requests of the fleet still in flight are
-// not counted twice. A caller that gives up its wait does not hand its
-// reservation back to the store: the fleet errs slow.
+// not counted twice. A caller states the longest wait it would accept (the
+// time left to its call): a reservation that would wait longer takes
+// nothing, so that callers who cannot wait never lengthen the queue of
+// those who can. A caller cancelled during its wait does not hand its
+// reservation back: the fleet errs slow.
 //
 // When the store fails (an error, or no answer within StoreTimeout), the
 // process paces from its own buckets, which have learned from every
@@ -52,9 +55,11 @@ const pacerStoreRetry = time.Second
 // retryredis module has a PacerStore on Redis.
 type PacerStore interface {
 	// Reserve takes one request, and tokens (0 when none are counted),
-	// from key's buckets and returns how long the caller must wait. A key
-	// the store knows nothing of grants at once.
-	Reserve(ctx context.Context, key string, tokens float64) (PaceGrant, error)
+	// from key's buckets and returns how long the caller must wait. When
+	// that wait would be maxWait or longer, it takes nothing and returns
+	// the wait: the caller gives up. A key the store knows nothing of
+	// grants at once.
+	Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (PaceGrant, error)
 
 	// Learn moves key's buckets to what a server reported.
 	Learn(ctx context.Context, key string, r PaceReport) error
@@ -142,13 +147,14 @@ func (p *Pacer) storeFailed(err error, room time.Duration) {
 	}
 }
 
-// storeReserve asks the store for req's place. It reports false when the
-// store failed; the caller then reserves locally.
+// storeReserve asks the store for req's place, room being the longest
+// wait the call can take. It reports false when the store failed; the
+// caller then reserves locally.
 func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, room time.Duration) (time.Duration, bool, bool) {
 	key := p.storeKey(req)
 	var g PaceGrant
 	err := p.callStore(room, func(ctx context.Context) (err error) {
-		g, err = p.Store.Reserve(ctx, key, cost)
+		g, err = p.Store.Reserve(ctx, key, cost, room)
 		return err
 	})
 	if err == nil && (g.Wait < 0 || math.IsNaN(g.Requests.Level) || math.IsNaN(g.Tokens.Level)) {

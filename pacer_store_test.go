@@ -48,13 +48,14 @@ func newMemStore(clock clockwork.Clock) *memStore {
 	return &memStore{clock: clock, keys: map[string]*memKey{}}
 }
 
-func (s *memStore) Reserve(ctx context.Context, key string, tokens float64) (PaceGrant, error) {
+func (s *memStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (PaceGrant, error) {
 	if err := s.enter(); err != nil {
 		return PaceGrant{}, err
 	}
 	defer s.mu.Unlock()
 	s.reserves = append(s.reserves, key)
 	k := s.key(key)
+	before := *k // a wait of maxWait or more takes nothing
 	now := s.clock.Now().UnixNano()
 	var g PaceGrant
 	var w time.Duration
@@ -67,6 +68,10 @@ func (s *memStore) Reserve(ctx context.Context, key string, tokens float64) (Pac
 	g.Wait = w
 	if b := time.Duration(k.blocked - now); b > w {
 		g.Wait, g.RetryAfter = b, true
+	}
+	if g.Wait >= maxWait {
+		*k = before
+		return PaceGrant{Wait: g.Wait, RetryAfter: g.RetryAfter}, nil
 	}
 	return g, nil
 }
@@ -408,8 +413,10 @@ func TestPacerStoreFallsBack(t *testing.T) {
 // badStore grants what no store may.
 type badStore struct{ grant PaceGrant }
 
-func (s badStore) Reserve(context.Context, string, float64) (PaceGrant, error) { return s.grant, nil }
-func (badStore) Learn(context.Context, string, PaceReport) error               { return nil }
+func (s badStore) Reserve(context.Context, string, float64, time.Duration) (PaceGrant, error) {
+	return s.grant, nil
+}
+func (badStore) Learn(context.Context, string, PaceReport) error { return nil }
 
 func TestPacerStoreHostileGrant(t *testing.T) {
 	t.Parallel()
@@ -488,5 +495,39 @@ func TestPacerStoreCutByTheCallIsNoFailure(t *testing.T) {
 	store.mu.Unlock()
 	if n := fallbacks.Load(); n != 0 || !p.storeOn() {
 		t.Errorf("%d fallbacks, store on: %v; want none, and the store still asked", n, p.storeOn())
+	}
+}
+
+// TestPacerStoreRefusedWaitTakesNothing: a caller whose wait would outlast
+// its call takes nothing from the shared buckets, so callers that cannot
+// wait never lengthen the queue of those who can.
+func TestPacerStoreRefusedWaitTakesNothing(t *testing.T) {
+	t.Parallel()
+	store := newMemStore(clockwork.NewFakeClock())
+	trs, events := fleet(1, &scriptedRT{script: []http.Header{openAIHeaders(10, 0, "10s")}}, store)
+	tr := trs[0]
+	if _, err := get(t, tr, "https://api.example.com/"); err != nil { // learns: empty, one a second
+		t.Fatal(err)
+	}
+	tr.Policy.Deadline = 2500 * time.Millisecond
+	var refused int
+	for range 6 {
+		_, err := get(t, tr, "https://api.example.com/")
+		var e *Error
+		if errors.As(err, &e) && e.Reason == ReasonDeadline {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.Policy.Deadline = time.Minute
+	if _, err := get(t, tr, "https://api.example.com/"); err != nil {
+		t.Fatal(err)
+	}
+	// Two fit in 2.5 s; four would have waited 3 s and more, and took
+	// nothing: the next caller waits 3 s, not 7.
+	want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+	if diff := cmp.Diff(want, delays(*events)); diff != "" || refused != 4 {
+		t.Errorf("%d refused, want 4; waits (-want +got):\n%s", refused, diff)
 	}
 }

@@ -54,6 +54,9 @@ local function pos(x)
   if x and x >= 0 then return x end
   return 0
 end
+-- Numbers are written as %.17g, which reads back exactly, where Redis's
+-- own conversion of a Lua number depends on its version.
+local function fmt(x) return string.format('%.17g', x) end
 local function fields(list, d)
   for _, n in ipairs(names) do table.insert(list, d .. ':' .. n) end
 end
@@ -64,7 +67,7 @@ end
 local function save(set, b, d, all)
   local list = all and names or {'level', 'reset', 'at', 'epoch'}
   for _, n in ipairs(list) do
-    table.insert(set, d .. ':' .. n) table.insert(set, b[n])
+    table.insert(set, d .. ':' .. n) table.insert(set, fmt(b[n]))
   end
 end
 local function advance(b, now)
@@ -79,7 +82,12 @@ local function advance(b, now)
   end
   b.at = now
 end
-local function fmt(x) return string.format('%.17g', x) end
+-- keep sets the key's TTL: ttl milliseconds, or longer while a wait of us
+-- microseconds still binds a caller, up to a day, the furthest the Pacer
+-- believes a server: garbage in the hash cannot keep a key for years.
+local function keep(ttl, us)
+  redis.call('PEXPIRE', key, math.ceil(math.max(ttl, math.min(us, 864e8) / 1000)))
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 `
@@ -125,7 +133,7 @@ local hinted = 0
 local blocked = pos(v[9]) - now
 if blocked > wait then wait, hinted = blocked, 1 end
 if #set > 0 then redis.call('HSET', key, unpack(set)) end
-redis.call('PEXPIRE', key, math.ceil(math.max(ttl, math.min(wait, 1e15) / 1000)))
+keep(ttl, wait)
 return {fmt(wait), tostring(hinted), fmt(rl), fmt(rc), fmt(re), fmt(tl), fmt(tc), fmt(te)}
 `)
 
@@ -170,11 +178,11 @@ end
 local blocked = pos(v[#list])
 if block > 0 and now + block > blocked then
   blocked = now + block
-  table.insert(set, 'blocked') table.insert(set, blocked)
+  table.insert(set, 'blocked') table.insert(set, fmt(blocked))
 end
 if #set > 0 then redis.call('HSET', key, unpack(set)) end
 -- Never shorter than a block still running, whoever set it.
-redis.call('PEXPIRE', key, math.ceil(math.max(a[18], math.min(blocked - now, 1e15) / 1000)))
+keep(a[18], blocked - now)
 return 1
 `)
 
@@ -398,4 +406,6 @@ func micros(d time.Duration) int64 {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+// formatFloat writes v exactly, without an exponent, which some Lua
+// interpreters' tonumber do not read.
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

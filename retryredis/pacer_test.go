@@ -227,3 +227,59 @@ func playStep(t *testing.T, i int, store *PacerStore, key string, st pacerStep) 
 		t.Errorf("step %d: process %d got grant\n\t%+v\nwant\n\t%+v", i, st.process, got, st.want)
 	}
 }
+
+// TestPacerStoreTTL: each call sets the TTL, which a running Retry-After
+// or a long queue lengthens; an idle key expires.
+func TestPacerStoreTTL(t *testing.T) {
+	t.Parallel()
+	m, stores := newPacerMini(t)
+	ctx := context.Background()
+	s := stores[0]
+	s.TTL = 10 * time.Second
+	key := s.Key("k")
+	if _, err := s.Reserve(ctx, "k", 0); err != nil || m.Exists(key) {
+		t.Errorf("a reservation on a key nobody learned: %v, exists %v; want no key written", err, m.Exists(key))
+	}
+	check := func(what string, want time.Duration) {
+		t.Helper()
+		if got := m.TTL(key); got != want {
+			t.Errorf("TTL after %s = %v, want %v", what, got, want)
+		}
+	}
+	if err := s.Learn(ctx, "k", *requests(bucketOf(10, 5, 1, noMark))); err != nil {
+		t.Fatal(err)
+	}
+	check("a report", 10*time.Second)
+	m.FastForward(6 * time.Second)
+	if _, err := s.Reserve(ctx, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	check("a reservation, 6s later", 10*time.Second)
+	if err := s.Learn(ctx, "k", retry.PaceReport{Block: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	check("a Retry-After of 30s", 30*time.Second)
+	if err := s.Learn(ctx, "k", *requests(bucketOf(10, 5, 1, noMark))); err != nil {
+		t.Fatal(err)
+	}
+	check("a report during the block", 30*time.Second)
+	m.SetTime(epoch0.Add(25 * time.Second))
+	if _, err := s.Reserve(ctx, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	check("a reservation 5s before the block ends", 10*time.Second)
+	// A queue 20 s long outlives a TTL of 10 s.
+	if err := s.Learn(ctx, "k", *requests(bucketOf(20, 0, 1, noMark))); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := s.Reserve(ctx, "k", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("a queue of 20s", 20*time.Second)
+	m.FastForward(20 * time.Second)
+	if m.Exists(key) {
+		t.Errorf("key %q still there past its TTL", key)
+	}
+}

@@ -38,11 +38,12 @@ const maxPacerKey = 200
 //
 // Each Reserve and each Learn is one script call (EVALSHA, or EVAL when the
 // server has lost the script), timed by the server's TIME, so that the
-// clocks of the processes need not agree: only durations cross. The script
-// keeps the model the retry package documents for a PacerStore: token
-// buckets and fixed windows reserved first come, first served, moved down
-// (never up) to what the servers report, and the Retry-After that holds
-// every caller of the key.
+// clocks of the processes need not agree: only durations cross. The
+// scripts keep the model the retry package documents for a PacerStore:
+// token buckets and fixed windows reserved first come, first served, moved
+// down (never up) to what the servers report, and the Retry-After that
+// holds every caller of the key. Every process that shares the buckets
+// must give its Pacer the same Key and Cost.
 //
 // A PacerStore is safe for concurrent use; its fields must not change
 // after first use.
@@ -77,10 +78,10 @@ func NewPacerStore(client redis.Scripter, name string) *PacerStore {
 }
 
 // Key returns the Redis key that holds the buckets of the Pacer's key. A
-// key longer than 200 bytes, or with a byte outside printable ASCII or a
-// brace, is replaced by "%" and the hex SHA-256 of it: never a huge Redis
-// key, and never one that collides with a key written as it is, which
-// cannot hold "%".
+// key longer than 200 bytes, or with a space, a brace, a "%" or a byte
+// outside printable ASCII, is replaced by "%" and the hex SHA-256 of it:
+// never a huge Redis key, and never one that collides with a key written
+// as it is.
 func (s *PacerStore) Key(key string) string {
 	prefix := s.Prefix
 	if prefix == "" {

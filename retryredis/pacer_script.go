@@ -14,21 +14,18 @@ import "github.com/redis/go-redis/v9"
 // hash reads as a bucket that knows less, never as a crash.
 const pacerLib = `
 local key = KEYS[1]
-local names = {'limit', 'level', 'rate', 'window', 'reset', 'at', 'corrected', 'epoch'}
--- The fields' names, written out: no string is built per call.
-local hfields = {
-  r = {'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at', 'r:corrected', 'r:epoch'},
-  t = {'t:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch'},
-}
-local moved = {2, 5, 6, 8} -- what a reservation changes: level, reset, at, epoch
+local huge, floor, min, max = math.huge, math.floor, math.min, math.max
+-- The fields of each dimension, in the order load reads them.
+local R = {'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at', 'r:corrected', 'r:epoch'}
+local T = {'t:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch'}
 local function num(x)
   x = tonumber(x)
-  if x and x == x and x > -math.huge and x < math.huge then return x end
+  if x and x == x and x > -huge and x < huge then return x end
   return nil
 end
 local function pos(x)
-  x = num(x)
-  if x and x >= 0 then return x end
+  x = tonumber(x)
+  if x and x >= 0 and x < huge then return x end
   return 0
 end
 -- out is x to write or return exactly: an integer as a number, which every
@@ -36,42 +33,39 @@ end
 -- as %.17g, which reads back exactly but costs a microsecond, and which
 -- Redis's own conversion of a Lua number would not give every version.
 local function out(x)
-  if x == math.floor(x) and x > -9e15 and x < 9e15 then return x end
+  if x == floor(x) and x > -9e15 and x < 9e15 then return x end
   return string.format('%.17g', x)
 end
-local function fields(list, d)
-  for _, f in ipairs(hfields[d]) do table.insert(list, f) end
-end
+-- load reads the bucket whose eight fields start at v[i + 1].
 local function load(v, i)
   return {limit = pos(v[i + 1]), level = num(v[i + 2]) or 0, rate = pos(v[i + 3]), window = pos(v[i + 4]),
     reset = pos(v[i + 5]), at = pos(v[i + 6]), corrected = pos(v[i + 7]), epoch = pos(v[i + 8])}
 end
-local function save(set, b, d, all)
-  local f = hfields[d]
-  if all then
-    for i, n in ipairs(names) do table.insert(set, f[i]) table.insert(set, out(b[n])) end
-  else
-    for _, i in ipairs(moved) do table.insert(set, f[i]) table.insert(set, out(b[names[i]])) end
-  end
+-- set holds the HSET's arguments, n of them.
+local set, n = {}, 0
+local function put(f, x)
+  set[n + 1], set[n + 2] = f, out(x)
+  n = n + 2
 end
 local function advance(b, now)
   if b.limit == 0 or now <= b.at then return end
   if b.window == 0 then
-    b.level = math.min(b.limit, b.level + b.rate * (now - b.at) / 1e6)
+    b.level = min(b.limit, b.level + b.rate * (now - b.at) / 1e6)
   elseif now >= b.reset then
-    local n = math.floor((now - b.reset) / b.window) + 1
-    b.level = math.min(math.min(b.level, 0) + n * b.limit, b.limit)
-    b.reset = b.reset + n * b.window
-    b.epoch = b.epoch + n
+    local k = floor((now - b.reset) / b.window) + 1
+    b.level = min(min(b.level, 0) + k * b.limit, b.limit)
+    b.reset = b.reset + k * b.window
+    b.epoch = b.epoch + k
   end
   b.at = now
 end
--- keep sets the key's TTL: ttl milliseconds, or longer while a wait of us
--- microseconds still binds a caller, up to two days, twice the furthest
--- reset or Retry-After the Pacer believes: garbage in the hash cannot keep
--- a key for years.
+-- keep writes set and sets the key's TTL: ttl milliseconds, or longer
+-- while a wait of us microseconds still binds a caller, up to two days,
+-- twice the furthest reset or Retry-After the Pacer believes: garbage in
+-- the hash cannot keep a key for years.
 local function keep(ttl, us)
-  redis.call('PEXPIRE', key, math.ceil(math.max(ttl, math.min(us, 1728e8) / 1000)))
+  if n > 0 then redis.call('HSET', key, unpack(set)) end
+  redis.call('PEXPIRE', key, math.ceil(max(ttl, min(us, 1728e8) / 1000)))
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -88,37 +82,39 @@ local tokens, ttl = num(ARGV[1]), num(ARGV[2])
 if not (tokens and ttl) or tokens < 0 or ttl < 1 then
   return redis.error_reply('ERR retryredis: bad arguments')
 end
-local list = {}
-fields(list, 'r')
-table.insert(list, 'blocked')
-if tokens > 0 then fields(list, 't') end
-local v = redis.call('HMGET', key, unpack(list))
-local set = {}
-local function take(b, d, n)
+local v
+if tokens > 0 then
+  v = redis.call('HMGET', key, 'blocked', R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8],
+    T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[8])
+else
+  v = redis.call('HMGET', key, 'blocked', R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8])
+end
+-- take reserves amount from b, whose fields are f, and returns the wait in
+-- microseconds and the mark.
+local function take(b, f, amount)
   if b.limit == 0 then return 0, 0, 0, 0 end
   advance(b, now)
-  b.level = b.level - math.min(n, b.limit)
-  save(set, b, d, false)
+  b.level = b.level - min(amount, b.limit)
+  put(f[2], b.level) put(f[5], b.reset) put(f[6], b.at) put(f[8], b.epoch)
   if b.level >= 0 then return 0, b.level, b.corrected, b.epoch end
   if b.window == 0 then return -b.level / b.rate * 1e6, 0, b.corrected, b.epoch end
   local k = math.ceil(-b.level / b.limit)
   return b.reset - now + (k - 1) * b.window, b.level + k * b.limit, b.corrected, b.epoch + k
 end
-local wait, rl, rc, re = take(load(v, 0), 'r', 1)
+local wait, rl, rc, re = take(load(v, 1), R, 1)
 local tl, tc, te = 0, 0, 0
 if tokens > 0 then
   local tw
-  tw, tl, tc, te = take(load(v, 9), 't', tokens)
-  wait = math.max(wait, tw)
+  tw, tl, tc, te = take(load(v, 9), T, tokens)
+  wait = max(wait, tw)
 end
 -- A rate of 0 gives an infinite wait: the Go side reads the cap as the
 -- longest duration.
 if wait ~= wait or wait > 1e16 then wait = 1e16 end
-wait = math.max(wait, 0)
+wait = max(wait, 0)
 local hinted = 0
-local blocked = pos(v[9]) - now
+local blocked = pos(v[1]) - now
 if blocked > wait then wait, hinted = blocked, 1 end
-if #set > 0 then redis.call('HSET', key, unpack(set)) end
 keep(ttl, wait)
 return {out(wait), hinted, out(rl), out(rc), out(re), out(tl), out(tc), out(te)}
 `)
@@ -136,23 +132,25 @@ for i = 1, 18 do
   if not a[i] then return redis.error_reply('ERR retryredis: bad arguments') end
 end
 if a[18] < 1 then return redis.error_reply('ERR retryredis: bad arguments') end
-local list, dims = {}, {}
-for i, d in ipairs({'r', 't'}) do
-  if a[8 * i - 7] > 0 then fields(list, d) table.insert(dims, {d, 8 * i - 8, 8 * #dims}) end
+-- The dimensions reported, each with its fields and where its arguments
+-- start; the HMGET reads 'blocked' and then their fields.
+local dims, list = {}, {'blocked'}
+for i, f in ipairs({R, T}) do
+  if a[8 * i - 7] > 0 then
+    dims[#dims + 1] = {f, 8 * i - 8, #list}
+    for j = 1, 8 do list[#list + 1] = f[j] end
+  end
 end
-local block = a[17]
-table.insert(list, 'blocked')
 local v = redis.call('HMGET', key, unpack(list))
-local set = {}
 for _, dim in ipairs(dims) do
-  local d, i, b = dim[1], dim[2], load(v, dim[3])
+  local f, i, b = dim[1], dim[2], load(v, dim[3])
   local limit, remaining, rate, window, reset = a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5]
   local ml, mc, me = a[i + 6], a[i + 7], a[i + 8]
   advance(b, now)
   if b.limit ~= limit or (b.window == 0) ~= (window == 0) then
     -- A new limit: the levels before no longer compare, but the queue's
     -- debt stays owed.
-    b.level = remaining + math.min(b.level, 0)
+    b.level = remaining + min(b.level, 0)
     b.limit, b.rate, b.window, b.reset, b.at, b.corrected, b.epoch = limit, rate, window, now + reset, now, 0, b.epoch + 1
   elseif window == 0 or me == 0 or me == b.epoch then
     if window ~= 0 then b.window, b.reset = window, now + reset else b.rate = rate end
@@ -160,14 +158,14 @@ for _, dim in ipairs(dims) do
     if me == b.epoch then c = ml - remaining - (b.corrected - mc) end
     if c > 0 then b.level, b.corrected = b.level - c, b.corrected + c end
   end
-  save(set, b, d, true)
+  put(f[1], b.limit) put(f[2], b.level) put(f[3], b.rate) put(f[4], b.window)
+  put(f[5], b.reset) put(f[6], b.at) put(f[7], b.corrected) put(f[8], b.epoch)
 end
-local blocked = pos(v[#list])
+local block, blocked = a[17], pos(v[1])
 if block > 0 and now + block > blocked then
   blocked = now + block
-  table.insert(set, 'blocked') table.insert(set, out(blocked))
+  put('blocked', blocked)
 end
-if #set > 0 then redis.call('HSET', key, unpack(set)) end
 -- Never shorter than a block still running, whoever set it.
 keep(a[18], blocked - now)
 return 1

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,11 +56,28 @@ const (
 	pacerMargin = time.Second
 )
 
-// pacerResult is what a child process reports. Calls are counted in the
-// phase when they began; fallbacks in the phase when they happened.
+// The phases of a run, by the quota server's clock and the children's.
+const (
+	phaseShared = iota // redis-server up
+	phaseAlone         // redis-server killed
+	phaseOver          // the run over, calls ending
+)
+
+func phaseAt(t, cut, stop time.Time) int {
+	switch {
+	case t.Before(cut):
+		return phaseShared
+	case t.Before(stop):
+		return phaseAlone
+	}
+	return phaseOver
+}
+
+// pacerResult is what a child process reports, per phase: calls by when
+// they began, fallbacks by when they happened.
 type pacerResult struct {
-	Shared, Alone                   pacerPhase
-	FallbacksShared, FallbacksAlone int64
+	Phases    [2]pacerPhase
+	Fallbacks [2]int64
 }
 
 type pacerPhase struct {
@@ -70,37 +86,49 @@ type pacerPhase struct {
 	Late      int64         // calls that ended past their bound
 }
 
+// add counts a call that took took and succeeded if ok: late if it took
+// longer than late.
+func (p *pacerPhase) add(took time.Duration, ok bool, late time.Duration) {
+	p.Calls++
+	p.Longest = max(p.Longest, took)
+	if ok {
+		p.OK++
+	}
+	if took > late {
+		p.Late++
+	}
+}
+
+func (p *pacerPhase) merge(o pacerPhase) {
+	p.Calls += o.Calls
+	p.OK += o.OK
+	p.Longest = max(p.Longest, o.Longest)
+	p.Late += o.Late
+}
+
 // quotaServer admits requests from one token bucket and answers with
-// OpenAI's headers, counting what it admits and refuses before redis-server
-// is killed, after, and once the run is over.
+// OpenAI's headers, counting what it admits and refuses in each phase.
 type quotaServer struct {
 	cut, stop time.Time
 
 	mu                sync.Mutex // protects the fields below
 	level             float64
 	at                time.Time
-	admitted, refused [3]int64 // shared, alone, after the stop
+	admitted, refused [3]int64 // per phase
 }
 
 func (q *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.Copy(io.Discard, r.Body)
 	now := time.Now()
-	phase := 0
-	switch {
-	case !now.Before(q.stop):
-		phase = 2
-	case !now.Before(q.cut):
-		phase = 1
-	}
 	q.mu.Lock()
 	q.level = math.Min(quotaLimit, q.level+quotaRate*now.Sub(q.at).Seconds())
 	q.at = now
 	ok := q.level >= 1
 	if ok {
 		q.level--
-		q.admitted[phase]++
+		q.admitted[phaseAt(now, q.cut, q.stop)]++
 	} else {
-		q.refused[phase]++
+		q.refused[phaseAt(now, q.cut, q.stop)]++
 	}
 	// The whole requests left, and the time until the bucket is full from
 	// there: a rate of exactly quotaRate for the client to read.
@@ -121,12 +149,6 @@ func (q *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (q *quotaServer) counts() (admitted, refused [3]int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.admitted, q.refused
-}
-
 // TestFleetPacer runs fleetProcesses copies of this test binary, each with
 // a Pacer whose Store is one redis-server of the test's own. While it
 // runs, the fleet paces as one: at most 1% of the attempts are refused.
@@ -136,42 +158,36 @@ func TestFleetPacer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fleet runs for several seconds")
 	}
-	shared := pacerSharedPhase(t)
 	addr, kill := startRedisServer(t)
-	q, results := runPacerFleet(t, addr, kill, shared)
-	admitted, refused := q.counts()
-	quota := quotaInitial + quotaRate*shared.Seconds() // what the server could admit while Redis was up
-	logPacerFleet(t, "shared", admitted[0], refused[0], shared, quota, results, func(r pacerResult) (pacerPhase, int64) {
-		return r.Shared, r.FallbacksShared
-	})
-	logPacerFleet(t, "redis-server killed", admitted[1], refused[1], pacerAlone, quotaRate*pacerAlone.Seconds(), results,
-		func(r pacerResult) (pacerPhase, int64) { return r.Alone, r.FallbacksAlone })
+	run := runPacerFleet(t, addr, kill)
+	admitted, refused := run.log(t, phaseShared, "with Redis")
+	run.log(t, phaseAlone, "redis-server killed")
 
 	// At most 1% refused, and most of the quota used: a fleet that sent
-	// nothing would be refused nothing. The bucket's initial requests
-	// count too.
-	if attempts := admitted[0] + refused[0]; refused[0]*100 > attempts {
-		t.Errorf("with Redis: %d of %d attempts refused, over 1%%", refused[0], attempts)
+	// nothing would be refused nothing.
+	if refused*100 > admitted+refused {
+		t.Errorf("with Redis: %d of %d attempts refused, over 1%%", refused, admitted+refused)
 	}
-	if float64(admitted[0]) < 0.6*quota {
-		t.Errorf("with Redis: %d requests admitted, under 60%% of the %.0f the quota allowed", admitted[0], quota)
+	if quota := run.quota(phaseShared); float64(admitted) < 0.6*quota {
+		t.Errorf("with Redis: %d requests admitted, under 60%% of the %.0f the quota allowed", admitted, quota)
 	}
-	for i, r := range results {
-		if r.FallbacksShared != 0 {
-			t.Errorf("child %d fell back %d times while Redis was up", i, r.FallbacksShared)
+	for i, r := range run.results {
+		shared, alone := r.Phases[phaseShared], r.Phases[phaseAlone]
+		if r.Fallbacks[phaseShared] != 0 {
+			t.Errorf("child %d fell back %d times while Redis was up", i, r.Fallbacks[phaseShared])
 		}
-		if r.Shared.Late+r.Alone.Late != 0 {
+		if shared.Late+alone.Late != 0 {
 			t.Errorf("child %d: %d calls ended past their Deadline with Redis, %d without; the longest took %v and %v",
-				i, r.Shared.Late, r.Alone.Late, r.Shared.Longest, r.Alone.Longest)
+				i, shared.Late, alone.Late, shared.Longest, alone.Longest)
 		}
 		// Without Redis the processes no longer coordinate, so refusals
 		// are expected; what matters is that each falls back and that its
 		// calls go on succeeding.
-		if r.FallbacksAlone == 0 {
+		if r.Fallbacks[phaseAlone] == 0 {
 			t.Errorf("child %d never fell back after redis-server was killed", i)
 		}
-		if r.Alone.OK == 0 {
-			t.Errorf("child %d: none of its %d calls succeeded after redis-server was killed", i, r.Alone.Calls)
+		if alone.OK == 0 {
+			t.Errorf("child %d: none of its %d calls succeeded after redis-server was killed", i, alone.Calls)
 		}
 	}
 }
@@ -183,71 +199,81 @@ func TestFleetPacerUncoordinated(t *testing.T) {
 	if os.Getenv("RETRYREDIS_FLEET_UNCOORDINATED") == "" {
 		t.Skip("set RETRYREDIS_FLEET_UNCOORDINATED=1 to measure the fleet without a Store")
 	}
-	shared := pacerSharedPhase(t)
-	q, results := runPacerFleet(t, "", nil, shared)
-	admitted, refused := q.counts()
-	d := shared + pacerAlone
-	logPacerFleet(t, "uncoordinated", admitted[0]+admitted[1], refused[0]+refused[1], d, quotaInitial+quotaRate*d.Seconds(),
-		results, func(r pacerResult) (pacerPhase, int64) {
-			return pacerPhase{Calls: r.Shared.Calls + r.Alone.Calls, OK: r.Shared.OK + r.Alone.OK,
-				Longest: max(r.Shared.Longest, r.Alone.Longest), Late: r.Shared.Late + r.Alone.Late}, 0
-		})
-	for i, r := range results {
-		if r.Shared.Late+r.Alone.Late != 0 {
-			t.Errorf("child %d: %d calls ended past their Deadline", i, r.Shared.Late+r.Alone.Late)
+	run := runPacerFleet(t, "", nil)
+	admitted, refused := run.log(t, phaseShared, "uncoordinated")
+	a, r := run.log(t, phaseAlone, "uncoordinated, later")
+	admitted, refused = admitted+a, refused+r
+	t.Logf("uncoordinated in all: %d of %d attempts refused (%.1f%%)", refused, admitted+refused,
+		100*float64(refused)/float64(max(admitted+refused, 1)))
+	for i, r := range run.results {
+		if late := r.Phases[phaseShared].Late + r.Phases[phaseAlone].Late; late != 0 {
+			t.Errorf("child %d: %d calls ended past their Deadline", i, late)
 		}
 	}
-	if refused[0]+refused[1] == 0 {
+	if refused == 0 {
 		t.Errorf("no attempt refused: the fleet did not press on its quota")
 	}
 }
 
-// pacerSharedPhase returns how long the fleet runs on Redis:
-// RETRYREDIS_FLEET_SHARED, a duration, when set, to watch the shared
-// queue for longer than CI affords; else pacerShared.
-func pacerSharedPhase(t *testing.T) time.Duration {
-	v := os.Getenv("RETRYREDIS_FLEET_SHARED")
-	if v == "" {
-		return pacerShared
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("RETRYREDIS_FLEET_SHARED=%q: want a positive duration", v)
-	}
-	return d
+// pacerRun is a run of the fleet: its server, and its children's results.
+type pacerRun struct {
+	q       *quotaServer
+	shared  time.Duration
+	results []pacerResult
 }
 
-// logPacerFleet logs one phase of a run, summed over the children: the
-// server could admit quota requests in those d.
-func logPacerFleet(t *testing.T, name string, admitted, refused int64, d time.Duration, quota float64,
-	results []pacerResult, phase func(pacerResult) (pacerPhase, int64)) {
+// quota is what the server could admit in a phase.
+func (run *pacerRun) quota(phase int) float64 {
+	if phase == phaseShared {
+		return quotaInitial + quotaRate*run.shared.Seconds()
+	}
+	return quotaRate * pacerAlone.Seconds()
+}
+
+// log logs a phase, summed over the children, and returns what the server
+// admitted and refused in it.
+func (run *pacerRun) log(t *testing.T, phase int, name string) (admitted, refused int64) {
 	t.Helper()
 	var sum pacerPhase
 	var fallbacks []int64
-	for _, r := range results {
-		p, f := phase(r)
-		sum.Calls += p.Calls
-		sum.OK += p.OK
-		sum.Longest = max(sum.Longest, p.Longest)
-		fallbacks = append(fallbacks, f)
+	for _, r := range run.results {
+		sum.merge(r.Phases[phase])
+		fallbacks = append(fallbacks, r.Fallbacks[phase])
 	}
-	attempts := max(admitted+refused, 1)
+	run.q.mu.Lock()
+	admitted, refused = run.q.admitted[phase], run.q.refused[phase]
+	run.q.mu.Unlock()
+	d := pacerAlone
+	if phase == phaseShared {
+		d = run.shared
+	}
 	t.Logf("%s, %.0f s: %d attempts, %d refused (%.1f%%), %d admitted (%.0f%% of the quota); "+
 		"%d calls, %d succeeded; the longest %v; fallbacks per process %v",
-		name, d.Seconds(), admitted+refused, refused, 100*float64(refused)/float64(attempts), admitted,
-		100*float64(admitted)/quota, sum.Calls, sum.OK, sum.Longest.Round(time.Millisecond), fallbacks)
+		name, d.Seconds(), admitted+refused, refused, 100*float64(refused)/float64(max(admitted+refused, 1)), admitted,
+		100*float64(admitted)/run.quota(phase), sum.Calls, sum.OK, sum.Longest.Round(time.Millisecond), fallbacks)
+	return admitted, refused
 }
 
 // runPacerFleet runs the quota server and the children, which share the
-// redis-server at addr (none when empty); kill, when set, kills it after
-// shared.
-func runPacerFleet(t *testing.T, addr string, kill func(), shared time.Duration) (*quotaServer, []pacerResult) {
+// redis-server at addr (none when empty); kill, when set, kills it at the
+// end of the shared phase. That phase lasts pacerShared, or
+// RETRYREDIS_FLEET_SHARED (a duration) to watch the shared queue for longer
+// than CI affords.
+func runPacerFleet(t *testing.T, addr string, kill func()) *pacerRun {
 	t.Helper()
+	run := &pacerRun{shared: pacerShared}
+	if v := os.Getenv("RETRYREDIS_FLEET_SHARED"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("RETRYREDIS_FLEET_SHARED=%q: want a positive duration", v)
+		}
+		run.shared = d
+	}
 	start := time.Now().Add(500 * time.Millisecond) // time for the children to start
-	cut := start.Add(shared)
+	cut := start.Add(run.shared)
 	stop := cut.Add(pacerAlone)
-	q := &quotaServer{cut: cut, stop: stop, level: quotaInitial, at: start}
-	srv := httptest.NewServer(q)
+	run.q = &quotaServer{cut: cut, stop: stop, level: quotaInitial, at: start}
+	srv := httptest.NewServer(run.q)
 	defer srv.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -271,14 +297,13 @@ func runPacerFleet(t *testing.T, addr string, kill func(), shared time.Duration)
 	if kill != nil {
 		kill()
 	}
-	var results []pacerResult
 	for i, cmd := range cmds {
 		err := cmd.Wait()
 		r, ok := parseChildResult[pacerResult](outs[i].String(), pacerTag)
 		if err != nil || !ok {
 			t.Fatalf("child %d: %v; output:\n%s", i, err, outs[i])
 		}
-		results = append(results, r)
+		run.results = append(run.results, r)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -287,7 +312,7 @@ func runPacerFleet(t *testing.T, addr string, kill func(), shared time.Duration)
 			}
 		}
 	})
-	return q, results
+	return run
 }
 
 // TestFleetPacerChild is one process of TestFleetPacer; it runs only as
@@ -296,80 +321,84 @@ func TestFleetPacerChild(t *testing.T) {
 	if os.Getenv("RETRYREDIS_PACER_CHILD") == "" {
 		t.Skip("a child of TestFleetPacer")
 	}
-	var times [3]time.Time
-	for i, f := range strings.Split(os.Getenv("RETRYREDIS_PACER_TIMES"), ",") {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || i >= len(times) {
-			t.Fatalf("RETRYREDIS_PACER_TIMES: %q", os.Getenv("RETRYREDIS_PACER_TIMES"))
-		}
-		times[i] = time.Unix(0, n)
+	var ns [3]int64
+	if _, err := fmt.Sscanf(os.Getenv("RETRYREDIS_PACER_TIMES"), "%d,%d,%d", &ns[0], &ns[1], &ns[2]); err != nil {
+		t.Fatalf("RETRYREDIS_PACER_TIMES=%q: %v", os.Getenv("RETRYREDIS_PACER_TIMES"), err)
 	}
-	start, cut, stop := times[0], times[1], times[2]
-
-	var fallbacks [2]atomic.Int64 // shared, alone
-	pacer := &retry.Pacer{OnFallback: func(error) {
-		if time.Now().Before(cut) {
-			fallbacks[0].Add(1)
-		} else {
-			fallbacks[1].Add(1)
-		}
-	}}
-	if addr := os.Getenv("RETRYREDIS_PACER_REDIS"); addr != "" {
-		// No retries in the client, one dial: once redis-server is dead
-		// a store call fails at once instead of spending its timeout.
-		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
-			DialerRetries: 1})
-		defer rdb.Close()
-		pacer.Store = NewPacerStore(rdb, os.Getenv("RETRYREDIS_PACER_NAME"))
-		pacer.StoreTimeout = pacerStoreTimeout
-	}
-	base := &http.Transport{MaxIdleConnsPerHost: fleetGoroutines}
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: &retry.Transport{Base: base, Policy: retry.Policy{Deadline: pacerDeadline},
-		Pacer: pacer}}
-	url := os.Getenv("RETRYREDIS_PACER_URL")
+	start, cut, stop := time.Unix(0, ns[0]), time.Unix(0, ns[1]), time.Unix(0, ns[2])
+	var fallbacks [2]atomic.Int64 // by phase
+	client, closeClient := pacerClient(func(error) { fallbacks[min(phaseAt(time.Now(), cut, stop), phaseAlone)].Add(1) })
+	defer closeClient()
 
 	var r pacerResult
 	var mu sync.Mutex // protects r
 	var wg sync.WaitGroup
 	for g := range fleetGoroutines {
 		rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(g)))
-		// Thinking times drawn from an exponential law, the first one
-		// included: the fleet's calls arrive as a Poisson stream of
-		// pacerDemand a second while no caller waits.
-		think := func() time.Duration {
-			mean := float64(fleetProcesses*fleetGoroutines) / pacerDemand
-			return time.Duration(rng.ExpFloat64() * mean * float64(time.Second))
-		}
 		wg.Go(func() {
-			var shared, alone pacerPhase
-			for began := start.Add(think()); began.Before(stop); began = time.Now().Add(think()) {
-				time.Sleep(time.Until(began))
-				began = time.Now()
-				ok := pacerCall(t, client, url)
-				ended := time.Now()
-				ph, late := &shared, pacerDeadline+pacerMargin
-				if began.After(cut) {
-					ph = &alone
-				}
-				if ended.After(cut) {
-					late += pacerStoreTimeout // one store call may begin just before the Deadline
-				}
-				ph.add(ended.Sub(began), ok, late)
-			}
+			phases := pacerCaller(t, client, rng, start, cut, stop)
 			mu.Lock()
 			defer mu.Unlock()
-			r.Shared.merge(shared)
-			r.Alone.merge(alone)
+			for i := range phases {
+				r.Phases[i].merge(phases[i])
+			}
 		})
 	}
 	wg.Wait()
-	r.FallbacksShared, r.FallbacksAlone = fallbacks[0].Load(), fallbacks[1].Load()
+	r.Fallbacks = [2]int64{fallbacks[0].Load(), fallbacks[1].Load()}
 	out, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Stdout.Write(append([]byte(pacerTag), append(out, '\n')...))
+}
+
+// pacerClient returns the client of a child: a retry.Transport with a
+// Deadline per call, whose Pacer reserves from the Redis the parent named,
+// if any, and reports each fallback to onFallback.
+func pacerClient(onFallback func(error)) (*http.Client, func()) {
+	pacer := &retry.Pacer{OnFallback: onFallback}
+	var rdb *redis.Client
+	if addr := os.Getenv("RETRYREDIS_PACER_REDIS"); addr != "" {
+		// No retries in the client, one dial: once redis-server is dead
+		// a store call fails at once instead of spending its timeout.
+		rdb = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+			DialerRetries: 1})
+		pacer.Store = NewPacerStore(rdb, os.Getenv("RETRYREDIS_PACER_NAME"))
+		pacer.StoreTimeout = pacerStoreTimeout
+	}
+	base := &http.Transport{MaxIdleConnsPerHost: fleetGoroutines}
+	client := &http.Client{Transport: &retry.Transport{Base: base, Policy: retry.Policy{Deadline: pacerDeadline},
+		Pacer: pacer}}
+	return client, func() {
+		base.CloseIdleConnections()
+		if rdb != nil {
+			rdb.Close()
+		}
+	}
+}
+
+// pacerCaller is one caller of a child: it calls, thinks, and calls
+// again until stop, and reports its calls per phase. Thinking times are
+// drawn from an exponential law, the first one included, so that the
+// fleet's calls arrive as a Poisson stream of pacerDemand a second while
+// no caller waits.
+func pacerCaller(t *testing.T, client *http.Client, rng *rand.Rand, start, cut, stop time.Time) [2]pacerPhase {
+	mean := float64(fleetProcesses*fleetGoroutines) / pacerDemand * float64(time.Second)
+	think := func() time.Duration { return time.Duration(rng.ExpFloat64() * mean) }
+	var phases [2]pacerPhase
+	for began := start.Add(think()); began.Before(stop); began = time.Now().Add(think()) {
+		time.Sleep(time.Until(began))
+		began = time.Now()
+		ok := pacerCall(t, client, os.Getenv("RETRYREDIS_PACER_URL"))
+		ended := time.Now()
+		late := pacerDeadline + pacerMargin
+		if !ended.Before(cut) {
+			late += pacerStoreTimeout // one store call may begin just before the Deadline
+		}
+		phases[min(phaseAt(began, cut, stop), phaseAlone)].add(ended.Sub(began), ok, late)
+	}
+	return phases
 }
 
 // pacerCall makes one call on the fleet's key and reports whether it
@@ -392,24 +421,6 @@ func pacerCall(t *testing.T, client *http.Client, url string) bool {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func (p *pacerPhase) add(took time.Duration, ok bool, late time.Duration) {
-	p.Calls++
-	if ok {
-		p.OK++
-	}
-	p.Longest = max(p.Longest, took)
-	if took > late {
-		p.Late++
-	}
-}
-
-func (p *pacerPhase) merge(o pacerPhase) {
-	p.Calls += o.Calls
-	p.OK += o.OK
-	p.Longest = max(p.Longest, o.Longest)
-	p.Late += o.Late
 }
 
 // startRedisServer runs a redis-server of the test's own on a free

@@ -44,6 +44,12 @@ const maxPacerKey = 200
 const pacerLib = `
 local key = KEYS[1]
 local names = {'limit', 'level', 'rate', 'window', 'reset', 'at', 'corrected', 'epoch'}
+-- The fields' names, written out: no string is built per call.
+local hfields = {
+  r = {'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at', 'r:corrected', 'r:epoch'},
+  t = {'t:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch'},
+}
+local moved = {2, 5, 6, 8} -- what a reservation changes: level, reset, at, epoch
 local function num(x)
   x = tonumber(x)
   if x and x == x and x > -math.huge and x < math.huge then return x end
@@ -54,17 +60,27 @@ local function pos(x)
   if x and x >= 0 then return x end
   return 0
 end
+-- out is x to write or return exactly: an integer as a number, which every
+-- Redis writes as its digits (a reply makes it an integer), anything else
+-- as %.17g, which reads back exactly but costs a microsecond, and which
+-- Redis's own conversion of a Lua number would not give every version.
+local function out(x)
+  if x == math.floor(x) and x > -9e15 and x < 9e15 then return x end
+  return string.format('%.17g', x)
+end
 local function fields(list, d)
-  for _, n in ipairs(names) do table.insert(list, d .. ':' .. n) end
+  for _, f in ipairs(hfields[d]) do table.insert(list, f) end
 end
 local function load(v, i)
   return {limit = pos(v[i + 1]), level = num(v[i + 2]) or 0, rate = pos(v[i + 3]), window = pos(v[i + 4]),
     reset = pos(v[i + 5]), at = pos(v[i + 6]), corrected = pos(v[i + 7]), epoch = pos(v[i + 8])}
 end
 local function save(set, b, d, all)
-  local list = all and names or {'level', 'reset', 'at', 'epoch'}
-  for _, n in ipairs(list) do
-    table.insert(set, d .. ':' .. n) table.insert(set, b[n])
+  local f = hfields[d]
+  if all then
+    for i, n in ipairs(names) do table.insert(set, f[i]) table.insert(set, out(b[n])) end
+  else
+    for _, i in ipairs(moved) do table.insert(set, f[i]) table.insert(set, out(b[names[i]])) end
   end
 end
 local function advance(b, now)
@@ -79,7 +95,12 @@ local function advance(b, now)
   end
   b.at = now
 end
-local function fmt(x) return string.format('%.17g', x) end
+-- keep sets the key's TTL: ttl milliseconds, or longer while a wait of us
+-- microseconds still binds a caller, up to a day, the furthest the Pacer
+-- believes a server: garbage in the hash cannot keep a key for years.
+local function keep(ttl, us)
+  redis.call('PEXPIRE', key, math.ceil(math.max(ttl, math.min(us, 864e8) / 1000)))
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 `
@@ -87,8 +108,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 // pacerReserveScript takes one request, and ARGV[1] tokens, from the
 // buckets in KEYS[1], and keeps the key ARGV[2] milliseconds at least. It
 // returns the wait in microseconds, 1 when the wait is a Retry-After's,
-// and the two marks (level, corrected, epoch), all as strings: Redis turns
-// a Lua number in a reply into an integer.
+// and the two marks (level, corrected, epoch): integers as they are, other
+// numbers as strings, since Redis turns a Lua number in a reply into an
+// integer.
 var pacerReserveScript = redis.NewScript(pacerLib + `
 local tokens, ttl = num(ARGV[1]), num(ARGV[2])
 if not (tokens and ttl) or tokens < 0 or ttl < 1 then
@@ -125,8 +147,8 @@ local hinted = 0
 local blocked = pos(v[9]) - now
 if blocked > wait then wait, hinted = blocked, 1 end
 if #set > 0 then redis.call('HSET', key, unpack(set)) end
-redis.call('PEXPIRE', key, math.ceil(math.max(ttl, math.min(wait, 1e15) / 1000)))
-return {fmt(wait), tostring(hinted), fmt(rl), fmt(rc), fmt(re), fmt(tl), fmt(tc), fmt(te)}
+keep(ttl, wait)
+return {out(wait), hinted, out(rl), out(rc), out(re), out(tl), out(tc), out(te)}
 `)
 
 // pacerLearnScript moves the buckets in KEYS[1] to a report: ARGV[1..8] for
@@ -170,11 +192,11 @@ end
 local blocked = pos(v[#list])
 if block > 0 and now + block > blocked then
   blocked = now + block
-  table.insert(set, 'blocked') table.insert(set, blocked)
+  table.insert(set, 'blocked') table.insert(set, out(blocked))
 end
 if #set > 0 then redis.call('HSET', key, unpack(set)) end
 -- Never shorter than a block still running, whoever set it.
-redis.call('PEXPIRE', key, math.ceil(math.max(a[18], math.min(blocked - now, 1e15) / 1000)))
+keep(a[18], blocked - now)
 return 1
 `)
 
@@ -285,7 +307,7 @@ func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64) (r
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving %v tokens: want a finite number, 0 or more", tokens)
 	}
 	rk := s.Key(key)
-	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl).StringSlice()
+	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl).Slice()
 	if err != nil {
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
 	}
@@ -355,16 +377,27 @@ func checkLimit(l *retry.PaceLimit) error {
 }
 
 // parseGrant reads the reserve script's answer.
-func parseGrant(res []string) (retry.PaceGrant, error) {
+func parseGrant(res []any) (retry.PaceGrant, error) {
 	if len(res) != 8 {
-		return retry.PaceGrant{}, fmt.Errorf("unexpected answer %q", res)
+		return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
 	}
 	var f [8]float64
-	for i, s := range res {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || !finite(v) || (v < 0 && i != 2 && i != 5) || (i == 1 && v != 0 && v != 1) ||
+	for i, x := range res {
+		var v float64
+		switch x := x.(type) {
+		case int64:
+			v = float64(x)
+		case string:
+			var err error
+			if v, err = strconv.ParseFloat(x, 64); err != nil {
+				return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+			}
+		default:
+			return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+		}
+		if !finite(v) || (v < 0 && i != 2 && i != 5) || (i == 1 && v != 0 && v != 1) ||
 			((i == 4 || i == 7) && (v != math.Trunc(v) || v > 1<<53)) {
-			return retry.PaceGrant{}, fmt.Errorf("unexpected answer %q", res)
+			return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
 		}
 		f[i] = v
 	}
@@ -398,4 +431,6 @@ func micros(d time.Duration) int64 {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+// formatFloat writes v exactly, without an exponent, which some Lua
+// interpreters' tonumber do not read.
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

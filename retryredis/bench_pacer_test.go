@@ -47,7 +47,7 @@ func BenchmarkPacerStoreReserve(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		began := time.Now()
-		if _, err := store.Reserve(ctx, "k", 1000); err != nil {
+		if _, err := store.Reserve(ctx, "k", 1000, forever); err != nil {
 			b.Fatal(err)
 		}
 		if len(d) < cap(d) {
@@ -63,7 +63,7 @@ func BenchmarkPacerStoreReserve(b *testing.B) {
 func BenchmarkPacerStoreLearn(b *testing.B) {
 	store := benchPacerStore(b)
 	ctx := context.Background()
-	g, err := store.Reserve(ctx, "k", 1000)
+	g, err := store.Reserve(ctx, "k", 1000, forever)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func BenchmarkPacerStoreHotKey(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {
 			if i%3 != 2 {
-				if _, err := store.Reserve(ctx, "k", 1000); err != nil {
+				if _, err := store.Reserve(ctx, "k", 1000, forever); err != nil {
 					b.Error(err)
 					return
 				}

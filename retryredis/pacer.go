@@ -127,11 +127,11 @@ func (s *PacerStore) ttl() (int64, error) {
 }
 
 // Reserve takes one request, and tokens, from key's buckets and returns
-// how long the caller must wait, by the server's clock. It returns an
-// error, never a grant out of range, when tokens is not a finite number,
-// 0 or more, when Redis fails, or when it answers anything but what the
-// script returns.
-func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64) (retry.PaceGrant, error) {
+// how long the caller must wait, by the server's clock; a wait of maxWait
+// or more takes nothing. It returns an error, never a grant out of range,
+// when tokens is not a finite number, 0 or more, when Redis fails, or when
+// it answers anything but what the script returns.
+func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (retry.PaceGrant, error) {
 	ttl, err := s.ttl()
 	if err != nil {
 		return retry.PaceGrant{}, err
@@ -140,7 +140,10 @@ func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64) (r
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving %v tokens: want a finite number, 0 or more", tokens)
 	}
 	rk := s.Key(key)
-	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl).Slice()
+	// Capped where the script's doubles still count microseconds exactly;
+	// no wait is that long.
+	maxw := min(max(micros(maxWait), 0), maxScriptMicros)
+	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl, maxw).Slice()
 	if err != nil {
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
 	}
@@ -254,6 +257,11 @@ func durationOfMicros(us float64) time.Duration {
 
 // micros is d in whole microseconds, rounded up: a Retry-After or a
 // window's end is never brought forward.
+// maxScriptMicros is the longest time in microseconds sent to a script:
+// about 285 years, within a double's exact integers and written without an
+// exponent.
+const maxScriptMicros = 1 << 53
+
 func micros(d time.Duration) int64 {
 	us := d / time.Microsecond
 	if d%time.Microsecond != 0 {

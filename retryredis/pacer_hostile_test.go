@@ -65,7 +65,7 @@ func TestPacerStoreHostileKeys(t *testing.T) {
 	}
 	for _, k := range keys {
 		// Each key holds its own queue: one in it, so one second.
-		if g, err := stores[1].Reserve(ctx, k, 0); err != nil || g.Wait != time.Second {
+		if g, err := stores[1].Reserve(ctx, k, 0, forever); err != nil || g.Wait != time.Second {
 			t.Errorf("Reserve(%.20q) = %+v, %v; want a wait of 1s", k, g, err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestPacerStoreBadState(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.Reserve(ctx, "k", 0); err != nil || g.Wait != time.Second {
+	if g, err := s.Reserve(ctx, "k", 0, forever); err != nil || g.Wait != time.Second {
 		t.Errorf("Reserve after SCRIPT FLUSH: %+v, %v; want a wait of 1s", g, err)
 	}
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
@@ -99,7 +99,7 @@ func TestPacerStoreBadState(t *testing.T) {
 	if err := m.Set(s.Key("str"), "a string"); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.Reserve(ctx, "str", 0); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if g, err := s.Reserve(ctx, "str", 0, forever); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("Reserve on a key holding a string: %+v, %v; want a WRONGTYPE error", g, err)
 	}
 	if err := s.Learn(ctx, "str", retry.PaceReport{Block: time.Second}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
@@ -129,7 +129,7 @@ func TestPacerStoreBadState(t *testing.T) {
 		t.Run(g.name, func(t *testing.T) {
 			key := "garbage " + g.name
 			m.HSet(s.Key(key), g.fields...)
-			got, err := s.Reserve(ctx, key, 5)
+			got, err := s.Reserve(ctx, key, 5, forever)
 			if err != nil || got.Wait != g.want || got.RetryAfter {
 				t.Errorf("Reserve = %+v, %v; want a wait of %v", got, err, g.want)
 			}
@@ -138,7 +138,7 @@ func TestPacerStoreBadState(t *testing.T) {
 				t.Errorf("Learn: %v", err)
 			}
 			// The report wrote a sane bucket over the garbage.
-			if got, err := s.Reserve(ctx, key, 0); err != nil || got.Wait <= 0 {
+			if got, err := s.Reserve(ctx, key, 0, forever); err != nil || got.Wait <= 0 {
 				t.Errorf("Reserve after a report of none left = %+v, %v; want a wait", got, err)
 			}
 		})
@@ -154,7 +154,7 @@ func TestPacerStoreBadArguments(t *testing.T) {
 	s := stores[0]
 	inf, nan := math.Inf(1), math.NaN()
 	for _, tokens := range []float64{nan, inf, -inf, -1} {
-		if g, err := s.Reserve(ctx, "k", tokens); err == nil {
+		if g, err := s.Reserve(ctx, "k", tokens, forever); err == nil {
 			t.Errorf("Reserve of %v tokens = %+v; want an error", tokens, g)
 		}
 	}
@@ -187,14 +187,14 @@ func TestPacerStoreBadArguments(t *testing.T) {
 		t.Errorf("a report of nothing: %v, keys %q; want no error and no key", err, m.Keys())
 	}
 	neg := &PacerStore{Client: s.Client, TTL: -time.Second}
-	if _, err := neg.Reserve(ctx, "k", 0); !errors.Is(err, retry.ErrInvalidPolicy) {
+	if _, err := neg.Reserve(ctx, "k", 0, forever); !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Errorf("Reserve with a negative TTL: %v; want ErrInvalidPolicy", err)
 	}
 	if err := neg.Learn(ctx, "k", retry.PaceReport{Block: time.Second}); !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Errorf("Learn with a negative TTL: %v; want ErrInvalidPolicy", err)
 	}
 	var nilStore *PacerStore
-	if _, err := nilStore.Reserve(ctx, "k", 0); err == nil {
+	if _, err := nilStore.Reserve(ctx, "k", 0, forever); err == nil {
 		t.Error("Reserve on a nil *PacerStore: want an error")
 	}
 	if err := (&PacerStore{}).Learn(ctx, "k", retry.PaceReport{Block: time.Second}); err == nil {
@@ -236,7 +236,7 @@ func TestPacerStoreOddReplies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			store := &PacerStore{Client: tt.client, Name: "fleet"}
-			if g, err := store.Reserve(context.Background(), "k", 1); err == nil {
+			if g, err := store.Reserve(context.Background(), "k", 1, forever); err == nil {
 				t.Errorf("Reserve = %+v, nil; want an error", g)
 			}
 			if err := store.Learn(context.Background(), "k", retry.PaceReport{Block: time.Second}); err == nil {
@@ -248,7 +248,7 @@ func TestPacerStoreOddReplies(t *testing.T) {
 	// failing on it.
 	store := &PacerStore{Client: oddScripter{val: good}}
 	want := retry.PaceGrant{Requests: retry.PaceMark{Level: 1, Epoch: 1}}
-	if g, err := store.Reserve(context.Background(), "k", 1); err != nil || g != want {
+	if g, err := store.Reserve(context.Background(), "k", 1, forever); err != nil || g != want {
 		t.Errorf("Reserve of a good answer = %+v, %v; want %+v", g, err, want)
 	}
 }

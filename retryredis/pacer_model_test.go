@@ -11,6 +11,9 @@ import (
 	"github.com/retrykit/retry"
 )
 
+// forever is a longest wait no test reaches: the caller can wait.
+const forever = 100 * 365 * 24 * time.Hour
+
 // paceModel is the store model of the retry package (its memStore),
 // written out plainly in Go on the server's clock in microseconds: what
 // the scripts must agree with, step by step. Its float operations are in
@@ -41,8 +44,9 @@ func (m *paceModel) key(k string) *modelKey {
 	return mk
 }
 
-func (m *paceModel) reserve(key string, tokens float64, now int64) retry.PaceGrant {
+func (m *paceModel) reserve(key string, tokens float64, maxWait, now int64) retry.PaceGrant {
 	k := m.key(key)
+	before := *k
 	var g retry.PaceGrant
 	w, mark := k.requests.take(1, now)
 	g.Requests = mark
@@ -56,6 +60,10 @@ func (m *paceModel) reserve(key string, tokens float64, now int64) retry.PaceGra
 	w = math.Max(w, 0)
 	if b := float64(k.blocked - now); b > w {
 		w, g.RetryAfter = b, true
+	}
+	if w >= float64(maxWait) {
+		*k = before // a caller that gives up takes nothing
+		return retry.PaceGrant{Wait: durationOfMicros(w), RetryAfter: g.RetryAfter}
 	}
 	g.Wait = durationOfMicros(w)
 	return g
@@ -204,13 +212,21 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						tokens = float64(rng.IntN(3000))
 					}
-					got, err := procs[p].Reserve(ctx, key, tokens)
+					maxWait := forever // most callers can wait; some have little time left
+					if rng.IntN(3) == 0 {
+						maxWait = time.Duration(rng.Int64N(int64(5 * time.Second))).Truncate(time.Microsecond)
+					}
+					got, err := procs[p].Reserve(ctx, key, tokens, maxWait)
 					if err != nil {
 						t.Fatalf("step %d: Reserve: %v", i, err)
 					}
-					want := model.reserve(key, tokens, us)
+					want := model.reserve(key, tokens, micros(maxWait), us)
 					if got != want {
-						t.Fatalf("step %d: process %d reserved %v tokens of %s:\n\tgot  %+v\n\twant %+v", i, p, tokens, key, got, want)
+						t.Fatalf("step %d: process %d reserved %v tokens of %s within %v:\n\tgot  %+v\n\twant %+v",
+							i, p, tokens, key, maxWait, got, want)
+					}
+					if got.Wait >= maxWait {
+						seen.refused++
 					}
 					marks[key] = append(marks[key], [2]retry.PaceMark{got.Requests, got.Tokens})
 					seen.count(got)
@@ -243,7 +259,7 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 			}
 			// The walk must reach what the model has to say, or the
 			// comparison proves little.
-			if seen.waits == 0 || seen.corrected == 0 || seen.windows == 0 || seen.blocked == 0 {
+			if seen.waits == 0 || seen.corrected == 0 || seen.windows == 0 || seen.blocked == 0 || seen.refused == 0 {
 				t.Errorf("the random walk missed a behaviour: %+v", seen)
 			}
 		})
@@ -251,7 +267,7 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 }
 
 // coverage counts the grants that show each behaviour of the model.
-type coverage struct{ waits, corrected, windows, blocked int }
+type coverage struct{ waits, corrected, windows, blocked, refused int }
 
 func (c *coverage) count(g retry.PaceGrant) {
 	if g.Wait > 0 {

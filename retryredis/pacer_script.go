@@ -72,14 +72,15 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 `
 
 // pacerReserveScript takes one request, and ARGV[1] tokens, from the
-// buckets in KEYS[1], and keeps the key ARGV[2] milliseconds at least. It
-// returns the wait in microseconds, 1 when the wait is a Retry-After's,
-// and the two marks (level, corrected, epoch): integers as they are, other
-// numbers as strings, since Redis turns a Lua number in a reply into an
-// integer.
+// buckets in KEYS[1], unless the wait would be ARGV[3] microseconds or
+// more, and keeps the key ARGV[2] milliseconds at least. It returns the
+// wait in microseconds, 1 when the wait is a Retry-After's, and the two
+// marks (level, corrected, epoch; zeros when nothing was taken): integers
+// as they are, other numbers as strings, since Redis turns a Lua number in
+// a reply into an integer.
 var pacerReserveScript = redis.NewScript(pacerLib + `
-local tokens, ttl = num(ARGV[1]), num(ARGV[2])
-if not (tokens and ttl) or tokens < 0 or ttl < 1 then
+local tokens, ttl, maxw = num(ARGV[1]), num(ARGV[2]), num(ARGV[3])
+if not (tokens and ttl and maxw) or tokens < 0 or ttl < 1 or maxw < 0 then
   return redis.error_reply('ERR retryredis: bad arguments')
 end
 local v
@@ -115,6 +116,12 @@ wait = max(wait, 0)
 local hinted = 0
 local blocked = pos(v[1]) - now
 if blocked > wait then wait, hinted = blocked, 1 end
+if wait >= maxw then
+  -- The caller gives up: it must not lengthen the queue of those who wait.
+  n = 0
+  keep(ttl, blocked)
+  return {out(wait), hinted, 0, 0, 0, 0, 0, 0}
+end
 keep(ttl, wait)
 return {out(wait), hinted, out(rl), out(rc), out(re), out(tl), out(tc), out(te)}
 `)

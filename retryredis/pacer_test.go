@@ -224,7 +224,7 @@ func playStep(t *testing.T, i int, store *PacerStore, key string, st pacerStep) 
 		}
 		return
 	}
-	got, err := store.Reserve(ctx, key, st.tokens)
+	got, err := store.Reserve(ctx, key, st.tokens, forever)
 	if err != nil {
 		t.Fatalf("step %d: Reserve: %v", i, err)
 	}
@@ -242,7 +242,7 @@ func TestPacerStoreTTL(t *testing.T) {
 	s := stores[0]
 	s.TTL = 10 * time.Second
 	key := s.Key("k")
-	if _, err := s.Reserve(ctx, "k", 0); err != nil || m.Exists(key) {
+	if _, err := s.Reserve(ctx, "k", 0, forever); err != nil || m.Exists(key) {
 		t.Errorf("a reservation on a key nobody learned: %v, exists %v; want no key written", err, m.Exists(key))
 	}
 	check := func(what string, want time.Duration) {
@@ -256,7 +256,7 @@ func TestPacerStoreTTL(t *testing.T) {
 	}
 	check("a report", 10*time.Second)
 	m.FastForward(6 * time.Second)
-	if _, err := s.Reserve(ctx, "k", 0); err != nil {
+	if _, err := s.Reserve(ctx, "k", 0, forever); err != nil {
 		t.Fatal(err)
 	}
 	check("a reservation, 6s later", 10*time.Second)
@@ -269,7 +269,7 @@ func TestPacerStoreTTL(t *testing.T) {
 	}
 	check("a report during the block", 30*time.Second)
 	m.SetTime(epoch0.Add(25 * time.Second))
-	if _, err := s.Reserve(ctx, "k", 0); err != nil {
+	if _, err := s.Reserve(ctx, "k", 0, forever); err != nil {
 		t.Fatal(err)
 	}
 	check("a reservation 5s before the block ends", 10*time.Second)
@@ -278,7 +278,7 @@ func TestPacerStoreTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 20 {
-		if _, err := s.Reserve(ctx, "k", 0); err != nil {
+		if _, err := s.Reserve(ctx, "k", 0, forever); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -330,7 +330,7 @@ func playRealStep(t *testing.T, i int, store *PacerStore, st pacerStep) {
 		}
 		return
 	}
-	got, err := store.Reserve(ctx, "k", st.tokens)
+	got, err := store.Reserve(ctx, "k", st.tokens, forever)
 	if err != nil {
 		t.Fatalf("step %d: Reserve: %v", i, err)
 	}
@@ -363,14 +363,14 @@ func TestRedisPacerStoreBadState(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := store.Reserve(ctx, "k", 0)
+	g, err := store.Reserve(ctx, "k", 0, forever)
 	if err != nil || !g.RetryAfter || g.Wait <= time.Minute || g.Wait > 2*time.Minute {
 		t.Errorf("after SCRIPT FLUSH: %+v, %v; want the Retry-After's wait", g, err)
 	}
 	if err := rdb.Set(ctx, store.Key("k"), "a string", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := store.Reserve(ctx, "k", 0); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if g, err := store.Reserve(ctx, "k", 0, forever); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("a key holding a string: %+v, %v; want a WRONGTYPE error", g, err)
 	}
 }

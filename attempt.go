@@ -48,11 +48,14 @@ const (
 	parentEnded // the parent is done: the parent's error
 )
 
-// start begins attempt n under parent, with at most timeout to get its
-// response headers. c must not be in use yet.
-func (c *attemptCtx) start(parent context.Context, n int, timeout time.Duration) {
+// start begins attempt n under parent at began (zero: now), with at most
+// timeout to get its response headers. c must not be in use yet.
+func (c *attemptCtx) start(parent context.Context, n int, began time.Time, timeout time.Duration) {
 	c.parent, c.n = parent, n
-	c.deadline = time.Now().Add(timeout)
+	if began.IsZero() {
+		began = time.Now()
+	}
+	c.deadline = began.Add(timeout)
 	c.mu.Lock() // the callbacks below may run before start returns
 	defer c.mu.Unlock()
 	if parent.Done() != nil { // else the parent is never done

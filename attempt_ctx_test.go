@@ -372,7 +372,7 @@ func BenchmarkAttemptDerived(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				x := new(exchange)
-				x.ctx.start(context.Background(), 1, time.Minute)
+				x.ctx.start(context.Background(), 1, time.Time{}, time.Minute)
 				var ctx context.Context = &x.ctx
 				if hide {
 					ctx = hideAfterFunc{ctx}

@@ -26,7 +26,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}) {
 // release it when done.
 func newAttempt(parent context.Context, timeout time.Duration) *attemptCtx {
 	c := new(attemptCtx)
-	c.start(parent, 1, timeout)
+	c.start(parent, 1, time.Time{}, timeout)
 	return c
 }
 

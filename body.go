@@ -25,13 +25,14 @@ type exchange struct {
 	done func()        // called once the body is released; may be nil
 }
 
-// start begins attempt n of req under parent and returns the copy of req
+// start begins attempt n of req under parent at began (zero: now), with
+// timeout, and returns the copy of req
 // it sends: body, the header every attempt sends, and x's context. The
 // copy never carries req.Cancel: the call watches that channel itself and
 // cancels parent, which spares net/http a goroutine per attempt.
 func (x *exchange) start(req *http.Request, parent context.Context, n int, body io.ReadCloser, h http.Header,
-	timeout time.Duration) *http.Request {
-	x.ctx.start(parent, n, timeout)
+	began time.Time, timeout time.Duration) *http.Request {
+	x.ctx.start(parent, n, began, timeout)
 	// WithContext is inlined and its copy stays on the stack: one copy
 	// into x, no allocation of its own.
 	x.req = *req.WithContext(&x.ctx)

@@ -166,8 +166,15 @@ func (b *Budget) Withdraw() bool {
 	if b == nil {
 		return true
 	}
+	return b.withdrawWithin(maxDuration)
+}
+
+// withdrawWithin is Withdraw waiting on the Store for at most d (and
+// StoreTimeout), so that a retry's wait for its token and its sleep fit in
+// the call's Deadline together.
+func (b *Budget) withdrawWithin(d time.Duration) bool {
 	if b.Store != nil {
-		return b.withdrawShared()
+		return b.withdrawShared(min(d, b.storeTimeout()))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -126,11 +126,11 @@ func (b *Budget) settleInBackgroundLocked() {
 
 // withdrawShared is Withdraw with a Store: it spends the lease; when the
 // lease is spent or stale it settles, or waits for the settlement under
-// way, for StoreTimeout at most in all, after which the in-process window
-// decides; while the store fails, the in-process window decides at once.
-func (b *Budget) withdrawShared() bool {
+// way, for wait at most in all, after which the in-process window decides;
+// while the store fails, the in-process window decides at once.
+func (b *Budget) withdrawShared(wait time.Duration) bool {
 	sh := &b.shared
-	limit := time.Now().Add(b.storeTimeout()) // real time, as the store's
+	limit := time.Now().Add(wait) // real time, as the store's
 	for round := 0; ; round++ {
 		b.mu.Lock()
 		stale := !b.now().Before(sh.expires)

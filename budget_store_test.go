@@ -378,3 +378,28 @@ func TestBudgetStoreThroughDo(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetStoreKeepsTheDeadline: a retry waits on a slow store only for
+// the room its sleep leaves in the call's Deadline, never StoreTimeout past
+// it. Real time: the store's wait is real.
+func TestBudgetStoreKeepsTheDeadline(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{release: make(chan struct{})}
+	store.block = func(context.Context) error { <-store.release; return nil }
+	t.Cleanup(func() { close(store.release) })
+	b := &Budget{Store: store, StoreTimeout: 10 * time.Second} // a store that never answers in time
+	p := Policy{Budget: b, Deadline: 300 * time.Millisecond, MaxAttempts: 2, Rand: func() float64 { return 0 }}
+	began := time.Now()
+	_, err := Do(context.Background(), p, func(context.Context) (int, error) {
+		return 0, &StatusError{StatusCode: 503}
+	})
+	took := time.Since(began)
+	if err == nil {
+		t.Fatal("Do = nil; want the call to fail")
+	}
+	// The bound is the 300 ms Deadline; before, the retry waited the whole
+	// StoreTimeout. A wide margin for a loaded machine.
+	if took > 5*time.Second {
+		t.Errorf("call took %v with a Deadline of 300 ms: it waited on the store past its Deadline", took)
+	}
+}

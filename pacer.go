@@ -70,6 +70,24 @@ type Pacer struct {
 	// not block for long. Nil means none; LogWaits returns one that logs.
 	OnWait func(PaceEvent)
 
+	// Store, when set, holds the buckets of every process that shares it
+	// (see PacerStore): each attempt reserves from it, and each response
+	// with rate-limit headers teaches it, so that a fleet on one API key
+	// paces as one. Nil means the buckets live in this Pacer alone.
+	Store PacerStore
+
+	// StoreTimeout bounds, in real time, each call to Store; past it, or
+	// on an error, the Pacer paces from its own buckets for a second.
+	// Zero means DefaultPacerStoreTimeout; negative is a configuration
+	// error.
+	StoreTimeout time.Duration
+
+	// OnFallback is called with the error each time a call to Store
+	// fails, for logging and metrics. It must not block for long.
+	OnFallback func(error)
+
+	storeOff atomic.Int64 // Unix nanoseconds, real time: until then, Store is not asked
+
 	mu   sync.Mutex                          // serializes changes to keys
 	keys atomic.Pointer[map[uint64]*paceKey] // replaced whole under mu, read without a lock
 	once sync.Once
@@ -103,8 +121,10 @@ type paceKey struct {
 type paceTicket struct {
 	k        *paceKey
 	cost     float64
-	sent     bool     // the request went out: what it took is spent
-	req, tok snapshot // taken when it went out
+	sent     bool        // the request went out: what it took is spent
+	req, tok snapshot    // taken when it went out
+	store    bool        // the reservation is the Store's, not k's
+	marks    [2]PaceMark // the Store's marks: requests, tokens
 }
 
 // now reads c, or the real clock when c is nil, in Unix nanoseconds.
@@ -160,17 +180,20 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 }
 
 // reserve takes req's place in its key's queue at now and returns how long
-// it must wait, and whether the wait is a Retry-After's. It fills t.
-func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock) (time.Duration, bool) {
+// it must wait, and whether the wait is a Retry-After's. It fills t. room
+// is the time left to the call, which a store call must not outlast.
+func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock, room time.Duration) (time.Duration, bool) {
 	*t = paceTicket{}
+	if p.storeOn() && room > 0 {
+		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req), room); ok {
+			return wait, hinted
+		}
+	}
 	k := p.lookup(req)
 	if k == nil {
 		return 0, false
 	}
-	var cost float64
-	if p.Cost != nil {
-		cost = float64(max(p.Cost(req), 0))
-	}
+	cost := p.cost(req)
 	now := pacerNow(clock)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -187,6 +210,14 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock)
 		k.send(t, now)
 	}
 	return wait, false
+}
+
+// cost returns the tokens req is expected to use.
+func (p *Pacer) cost(req *http.Request) float64 {
+	if p.Cost == nil {
+		return 0
+	}
+	return float64(max(p.Cost(req), 0))
 }
 
 // send records t's request as sent, after its wait.
@@ -239,8 +270,8 @@ func (p *Pacer) release(t *paceTicket) {
 }
 
 // observe learns from the response to t's attempt. pol dates the headers
-// and jitters a Retry-After.
-func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy) {
+// and jitters a Retry-After; room is the time left to the call.
+func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy, room time.Duration) {
 	k := t.k
 	h := resp.Header
 	if len(h) == 0 {
@@ -260,10 +291,21 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, p
 		return
 	}
 	if k == nil {
-		if k = p.add(req); k == nil {
-			return
+		if k = p.lookup(req); k == nil {
+			if k = p.add(req); k == nil {
+				return
+			}
 		}
 	}
+	r := p.learn(k, t, &o, block, now)
+	if p.storeOn() && room > 0 {
+		p.storeLearn(req, &r, room)
+	}
+}
+
+// learn moves k to the observation o and the Retry-After block at now,
+// ends t's slot, and returns what k learned, for a store.
+func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration, now int64) PaceReport {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if t.k != nil {
@@ -276,13 +318,20 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, p
 		k.resource = o.resource
 		t.req = snapshot{}
 	}
-	k.requests.learn(&o.requests, t.req, now)
-	if p.Cost != nil {
+	var r PaceReport
+	if o.requests.kind != kindNone {
+		k.requests.learn(&o.requests, t.req, now)
+		r.Requests = k.requests.report(o.requests.remaining, t.marks[0], now)
+	}
+	if p.Cost != nil && o.tokens.kind != kindNone {
 		k.tokens.learn(&o.tokens, t.tok, now)
+		r.Tokens = k.tokens.report(o.tokens.remaining, t.marks[1], now)
 	}
 	if block > 0 {
 		k.blocked = max(k.blocked, now+int64(block))
+		r.Block = block
 	}
+	return r
 }
 
 // add returns the state of req's key, creating it; nil when the Pacer

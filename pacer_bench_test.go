@@ -33,7 +33,7 @@ func benchReserve(b *testing.B, p *Pacer) {
 			var t paceTicket
 			b.ReportAllocs()
 			for b.Loop() {
-				p.reserve(&t, req, nil)
+				p.reserve(&t, req, nil, time.Hour)
 			}
 		})
 	}
@@ -67,13 +67,13 @@ func BenchmarkPacerObserve(b *testing.B) {
 			resp := &http.Response{StatusCode: 200, Header: h}
 			var pol Policy
 			var t paceTicket
-			p.observe(&t, req, resp, &pol) // the key exists from here on
+			p.observe(&t, req, resp, &pol, time.Hour) // the key exists from here on
 			var sent paceTicket
-			p.reserve(&sent, req, nil) // a ticket as a request holds it when its response comes
+			p.reserve(&sent, req, nil, time.Hour) // a ticket as a request holds it when its response comes
 			b.ReportAllocs()
 			for b.Loop() {
 				t = sent
-				p.observe(&t, req, resp, &pol)
+				p.observe(&t, req, resp, &pol, time.Hour)
 			}
 		})
 	}

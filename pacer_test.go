@@ -131,14 +131,14 @@ func TestPacerNothingKnownAllocatesNothing(t *testing.T) {
 	var p Pacer
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
 	var tk paceTicket
-	if n := testing.AllocsPerRun(100, func() { p.reserve(&tk, req, nil) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { p.reserve(&tk, req, nil, time.Hour) }); n != 0 {
 		t.Errorf("reserve with nothing known: %v allocations, want 0", n)
 	}
 	// Another key's limits are known: still nothing for this one.
 	other, _ := http.NewRequest(http.MethodGet, "https://other.example.com/", nil)
 	k := p.add(other)
 	k.requests.learn(&limitObs{kind: kindBucket, limit: 1, remaining: 0, reset: time.Second}, snapshot{}, at(0))
-	if n := testing.AllocsPerRun(100, func() { p.reserve(&tk, req, nil) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { p.reserve(&tk, req, nil, time.Hour) }); n != 0 {
 		t.Errorf("reserve for an unknown key: %v allocations, want 0", n)
 	}
 }

@@ -13,6 +13,7 @@ func (c *call) begin() (time.Duration, error) {
 	if c.t.Pacer == nil {
 		return c.l.begin()
 	}
+	c.l.waited = true // even without a wait, a store call takes time
 	if err := c.pace(); err != nil {
 		return 0, err
 	}
@@ -32,15 +33,11 @@ func (c *call) pace() error {
 	if l.ctx.Err() != nil {
 		return nil // begin reports it
 	}
-	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock)
+	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock, l.room())
 	if wait <= 0 {
 		return nil
 	}
-	if wait >= l.p.deadline()-l.elapsed() {
-		p.cancel(&c.pt)
-		return l.giveUp(ReasonDeadline)
-	}
-	if d, ok := l.ctx.Deadline(); ok && wait >= time.Until(d) {
+	if wait >= l.room() {
 		p.cancel(&c.pt)
 		return l.giveUp(ReasonDeadline)
 	}
@@ -73,7 +70,7 @@ func (c *call) learn(resp *http.Response, err error) {
 		p.release(&c.pt)
 		return
 	}
-	p.observe(&c.pt, c.req, resp, &c.l.p)
+	p.observe(&c.pt, c.req, resp, &c.l.p, c.l.room())
 }
 
 func requestHost(req *http.Request) string {

@@ -133,7 +133,7 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 			return zero, l.done(nil, err)
 		}
 		var a attemptCtx
-		a.start(ctx, l.attempt, timeout)
+		a.start(ctx, l.attempt, l.began, timeout)
 		v, err := fn(&a)
 		a.release()
 		if err == nil {
@@ -155,6 +155,8 @@ type loop struct {
 	reason  Reason    // why retrying stopped without success, if it did
 	slept   time.Duration
 	paced   time.Duration // the Pacer's waits, in all
+	waited  bool          // the call has waited since start: for a sleep, the Pacer or its store
+	began   time.Time     // when the current attempt began by the real clock; zero with a Clock
 }
 
 func (l *loop) init(ctx context.Context, p *Policy) error {
@@ -169,20 +171,41 @@ func (l *loop) init(ctx context.Context, p *Policy) error {
 	return nil
 }
 
+// room returns the time left to the call: to its Deadline, or to its
+// context's deadline when that is sooner.
+func (l *loop) room() time.Duration {
+	room := l.p.deadline() - l.elapsed()
+	if d, ok := l.ctx.Deadline(); ok {
+		room = min(room, time.Until(d))
+	}
+	return room
+}
+
 // elapsed returns the time since the call began.
 func (l *loop) elapsed() time.Duration { return l.p.since(l.start) }
 
 // begin starts the next attempt (steps 2 and 3 of the loop): it returns the
 // attempt's timeout, or the error to return when none may start.
+// The attempt begins at l.began.
 func (l *loop) begin() (time.Duration, error) {
 	if err := l.ctx.Err(); err != nil {
 		return 0, l.canceled(nil)
 	}
-	remaining := l.p.deadline() - l.elapsed()
+	// The first attempt of a call that has not waited begins when the
+	// call did: one reading of the clock serves both.
+	now := l.start
+	if l.attempt > 0 || l.waited {
+		now = l.p.now()
+	}
+	remaining := l.p.deadline() - now.Sub(l.start)
 	if remaining <= 0 {
 		return 0, l.giveUp(ReasonDeadline)
 	}
 	l.attempt++
+	l.began = time.Time{}
+	if l.p.Clock == nil { // the attempt's own timeout is in real time
+		l.began = now
+	}
 	return min(l.p.attemptTimeout(), remaining), nil
 }
 
@@ -221,14 +244,14 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
 		delay, hinted = l.p.jitterHint(hint), true
 	}
-	if delay >= l.p.deadline()-l.elapsed() {
+	room := l.room()
+	if delay >= room {
 		return 0, false, l.giveUp(ReasonDeadline)
 	}
-	if d, ok := l.ctx.Deadline(); ok && delay >= time.Until(d) {
-		return 0, false, l.giveUp(ReasonDeadline)
-	}
-	// Last, so that a retry the deadline forbids spends no token.
-	if l.p.Budget != nil && !l.p.Budget.Withdraw() {
+	room -= delay
+	// Last, so that a retry the deadline forbids spends no token; a shared
+	// Budget waits on its store only for the room the sleep leaves.
+	if l.p.Budget != nil && !l.p.Budget.withdrawWithin(room) {
 		return 0, false, l.giveUp(ReasonBudget)
 	}
 	return delay, hinted, nil
@@ -270,6 +293,7 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 // error and how long the wait took by the Clock, measured only when OnDone
 // will report it (else 0).
 func (l *loop) wait(d time.Duration) (time.Duration, error) {
+	l.waited = true
 	var began time.Time
 	if l.p.OnDone != nil {
 		began = l.p.now()

@@ -143,6 +143,11 @@ func (c *call) init() error {
 	if c.t.ReplayBuffer < 0 {
 		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
 	}
+	if c.t.Pacer != nil {
+		if err := c.t.Pacer.validate(); err != nil {
+			return err
+		}
+	}
 	c.ctx = c.req.Context()
 	if err := c.l.init(c.ctx, &c.t.Policy); err != nil {
 		return err
@@ -211,7 +216,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		parent = cw.watch(parent)
 	}
 	x := &exchange{done: c.stop}
-	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, timeout)
+	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, c.l.began, timeout)
 	c.rb.lend(areq)
 	c.body = nil
 	resp, err = c.base.RoundTrip(areq)

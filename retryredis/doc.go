@@ -17,5 +17,10 @@
 // not wait on Redis; when Redis is slow or down, each process falls back to
 // its own in-process Budget until Redis answers again. Each settlement is
 // one script call, timed by the Redis server's clock, so the processes'
-// clocks need not agree. docs/fleet.md in the repository is the guide.
+// clocks need not agree.
+//
+// A [PacerStore] does the same for a [retry.Pacer]: every process whose
+// Pacer has a PacerStore with the same Name on the same Redis reserves
+// from one bucket per API key and dimension, and honours the Retry-After
+// any of them received. docs/fleet.md in the repository is the guide.
 package retryredis

@@ -36,3 +36,28 @@ func TestFleetDocWiring(t *testing.T) {
 		t.Error("the snippet's Budget has no store")
 	}
 }
+
+// TestFleetDocPacerWiring holds the Pacer's wiring snippet of
+// docs/fleet.md, so that it compiles; it builds the client without sending
+// anything.
+func TestFleetDocPacerWiring(t *testing.T) {
+	var fallbacks atomic.Int64
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "redis:6379",
+		ContextTimeoutEnabled: true, // let the Pacer's StoreTimeout reach the socket
+		MaxRetries:            -1,   // the Pacer falls back on its own: fail fast instead
+		DialerRetries:         1,
+	})
+	pacer := &retry.Pacer{
+		Store: retryredis.NewPacerStore(rdb, "openai-prod"), // one name for the fleet's API key
+		OnFallback: func(err error) {
+			fallbacks.Add(1) // a metric: this process paces from its own buckets for a second
+			log.Printf("retry pacer: %v", err)
+		},
+	}
+	client := &http.Client{Transport: &retry.Transport{Pacer: pacer}}
+	defer rdb.Close()
+	if client.Transport.(*retry.Transport).Pacer.Store == nil {
+		t.Error("the snippet's Pacer has no store")
+	}
+}

@@ -101,7 +101,7 @@ func TestFleet(t *testing.T) {
 	var results []fleetResult
 	for i, cmd := range cmds {
 		err := cmd.Wait()
-		r, ok := parseFleetResult(outs[i].String())
+		r, ok := parseChildResult[fleetResult](outs[i].String(), fleetResultTag)
 		if err != nil || !ok {
 			t.Fatalf("child %d: %v; output:\n%s", i, err, outs[i])
 		}
@@ -164,15 +164,17 @@ func checkFleet(t *testing.T, results []fleetResult, start, cut time.Time) {
 	}
 }
 
-func parseFleetResult(out string) (fleetResult, bool) {
+// parseChildResult reads the result line that a child process wrote,
+// tagged, among its test output.
+func parseChildResult[T any](out, tag string) (T, bool) {
+	var r T
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), fleetResultTag); ok {
-			var r fleetResult
+		if line, ok := strings.CutPrefix(sc.Text(), tag); ok {
 			return r, json.Unmarshal([]byte(line), &r) == nil
 		}
 	}
-	return fleetResult{}, false
+	return r, false
 }
 
 // TestFleetChild is one process of TestFleet; it runs only as its child.

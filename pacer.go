@@ -299,7 +299,7 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, p
 	}
 	r := p.learn(k, t, &o, block, now)
 	if p.storeOn() && room > 0 {
-		p.storeLearn(req, &r, room)
+		p.storeLearn(req, r, room)
 	}
 }
 

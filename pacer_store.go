@@ -169,9 +169,11 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, roo
 }
 
 // storeLearn reports what a response said to the store.
-func (p *Pacer) storeLearn(req *http.Request, r *PaceReport, room time.Duration) {
+// r comes by value: the call's goroutine holds it, and a pointer would move
+// every response's report to the heap, store or not.
+func (p *Pacer) storeLearn(req *http.Request, r PaceReport, room time.Duration) {
 	key := p.storeKey(req)
-	err := p.callStore(room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, *r) })
+	err := p.callStore(room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, r) })
 	if err != nil {
 		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Learn failed: %w", err), room)
 	}

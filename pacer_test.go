@@ -141,6 +141,16 @@ func TestPacerNothingKnownAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { p.reserve(&tk, req, nil, time.Hour) }); n != 0 {
 		t.Errorf("reserve for an unknown key: %v allocations, want 0", n)
 	}
+	// Learning from a response allocates nothing either, once the key
+	// exists: not even the report a store would get.
+	resp := &http.Response{StatusCode: http.StatusOK, Header: openAIHeaders(10, 5, "1s")}
+	var pol Policy
+	if n := testing.AllocsPerRun(100, func() {
+		p.reserve(&tk, other, nil, time.Hour)
+		p.observe(&tk, other, resp, &pol, time.Hour)
+	}); n != 0 {
+		t.Errorf("reserve and observe of a known key: %v allocations, want 0", n)
+	}
 }
 
 func TestBucketRate(t *testing.T) {

@@ -322,6 +322,58 @@ func BenchmarkSuccessLoopback(b *testing.B) {
 	b.Run("retry", func(b *testing.B) { loopbackRun(b, false, withRetry) })
 }
 
+// BenchmarkPairedLoopback is SuccessLoopback measured in pairs: every
+// iteration makes one bare call and one through a middleware, in turn
+// first, each on its own tuned http.Transport against one server, and
+// times each. Machine load drifts over seconds, and a loopback call's time
+// varies by 15% from one pass to the next; the two calls of a pair see the
+// same load, so the mean of their differences shows an overhead of a few
+// percent that separate runs cannot. Each variant reports the bare call's
+// mean, its own, and its overhead in percent (ns/op is a pair's time):
+// floor is a request copy with a context made once; stdtimeout a
+// context.WithTimeout per call, cancelled at Close; retry the Transport.
+func BenchmarkPairedLoopback(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Run("floor", func(b *testing.B) {
+		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return floorRT{base: rt, ctx: ctx} })
+	})
+	b.Run("stdtimeout", func(b *testing.B) {
+		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return timeoutRT{base: rt} })
+	})
+	b.Run("retry", func(b *testing.B) { pairedRun(b, withRetry) })
+}
+
+func pairedRun(b *testing.B, wrap func(http.RoundTripper) http.RoundTripper) {
+	l := newLoopback(b)
+	bareC := &http.Client{Transport: tunedTransport(b)}
+	wrapC := &http.Client{Transport: wrap(tunedTransport(b))}
+	req := newGet(b, l.srv.URL+"/v1/models")
+	timed := func(c *http.Client) time.Duration {
+		began := time.Now()
+		resp, err := c.Do(req)
+		consume(b, resp, err)
+		return time.Since(began)
+	}
+	timed(bareC) // the first connections are not the per-request cost
+	timed(wrapC)
+	var bareSum, wrapSum time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			bareSum += timed(bareC)
+			wrapSum += timed(wrapC)
+		} else {
+			wrapSum += timed(wrapC)
+			bareSum += timed(bareC)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(bareSum)/float64(b.N), "bare-ns/call")
+	b.ReportMetric(float64(wrapSum)/float64(b.N), "ns/call")
+	b.ReportMetric(100*float64(wrapSum-bareSum)/float64(bareSum), "overhead-%")
+}
+
 // BenchmarkParallelLoopback is SuccessLoopback from GOMAXPROCS goroutines at
 // once.
 func BenchmarkParallelLoopback(b *testing.B) {

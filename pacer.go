@@ -83,7 +83,11 @@ type Pacer struct {
 	StoreTimeout time.Duration
 
 	// OnFallback is called with the error each time a call to Store
-	// fails, for logging and metrics. It must not block for long.
+	// fails (an error, a timeout or an answer out of range), after the
+	// Pacer has turned to its own buckets, for logging and metrics. The
+	// calls of several goroutines may overlap; it must not block for
+	// long. A store call cut short by its caller's deadline is no
+	// failure. Nil means none.
 	OnFallback func(error)
 
 	storeOff atomic.Int64 // Unix nanoseconds, real time: until then, Store is not asked

@@ -20,7 +20,7 @@ import "github.com/redis/go-redis/v9"
 // number Redis would format. The model tests hold them to the bit.
 const pacerLib = `
 local key = KEYS[1]
-local huge, floor, min, max = math.huge, math.floor, math.min, math.max
+local tonumber, huge, floor, min, max = tonumber, math.huge, math.floor, math.min, math.max
 -- out is x to write or return exactly: an integer as a number, which every
 -- Redis writes as its digits (a reply makes it an integer), anything else
 -- as %.17g, which reads back exactly but costs a microsecond, and which

@@ -13,11 +13,12 @@ import "github.com/redis/go-redis/v9"
 // does a negative one where only the level may be negative: garbage in the
 // hash reads as a bucket that knows less, never as a crash.
 //
-// The scripts run on every call of every process, so they are written for
-// the server's time: no table or closure per bucket, a field written only
-// when its value changes (one that stays reads back the same, garbage
-// included), and the time written as the digits TIME gives rather than a
-// number Redis would format. The model tests hold them to the bit.
+// The scripts run on every call of every process, on the server's one
+// thread, so they are written to spend little of it: no table or closure
+// per bucket, no write of a field the call leaves as it was (it reads back
+// the same, garbage included), and the time written as the digits TIME
+// gives rather than as a number Redis would format with %.17g. The model
+// tests hold them to the in-process model, bit for bit.
 const pacerLib = `
 local key = KEYS[1]
 local tonumber, huge, floor, min, max = tonumber, math.huge, math.floor, math.min, math.max

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/retrykit/retry"
 )
 
@@ -25,10 +27,9 @@ func plentyReport(mark retry.PaceGrant) retry.PaceReport {
 	}
 }
 
-// benchPacerStore returns a store on the real Redis whose key "k" has
-// learned plentyReport.
-func benchPacerStore(b *testing.B) *PacerStore {
-	rdb := realRedis(b)
+// benchPacerStore returns a store on rdb, the real Redis, whose key "k"
+// has learned plentyReport.
+func benchPacerStore(b *testing.B, rdb *redis.Client) *PacerStore {
 	store := NewPacerStore(rdb, uniqueName(b))
 	b.Cleanup(func() { rdb.Del(context.Background(), store.Key("k")) })
 	if err := store.Learn(context.Background(), "k", plentyReport(retry.PaceGrant{})); err != nil {
@@ -41,7 +42,7 @@ func benchPacerStore(b *testing.B) *PacerStore {
 // tokens, one script call, from one goroutine: what the store adds before
 // an attempt.
 func BenchmarkPacerStoreReserve(b *testing.B) {
-	store := benchPacerStore(b)
+	store := benchPacerStore(b, realRedis(b))
 	ctx := context.Background()
 	d := make([]time.Duration, 0, 1<<16)
 	b.ReportAllocs()
@@ -61,7 +62,7 @@ func BenchmarkPacerStoreReserve(b *testing.B) {
 // marks of a reservation, one script call, from one goroutine: what the
 // store adds after a response with rate-limit headers.
 func BenchmarkPacerStoreLearn(b *testing.B) {
-	store := benchPacerStore(b)
+	store := benchPacerStore(b, realRedis(b))
 	ctx := context.Background()
 	g, err := store.Reserve(ctx, "k", 1000, forever)
 	if err != nil {
@@ -82,13 +83,13 @@ func BenchmarkPacerStoreLearn(b *testing.B) {
 	reportPercentiles(b, d)
 }
 
-// BenchmarkPacerStoreHotKey is many calls at once on one key, from 32
-// goroutines (16 per core on 2 cores): two reservations for each report
-// of a response, the throughput one API key of a fleet allows.
+// BenchmarkPacerStoreHotKey is many calls at once on one key, from
+// hotGoroutines goroutines: two reservations for each report of a
+// response, the throughput one API key of a fleet allows.
 func BenchmarkPacerStoreHotKey(b *testing.B) {
-	store := benchPacerStore(b)
+	store := benchPacerStore(b, hotClient(b))
 	ctx := context.Background()
-	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	b.SetParallelism(max(1, hotGoroutines/runtime.GOMAXPROCS(0)))
 	began := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {

@@ -39,6 +39,7 @@ const minSliceWidth = time.Millisecond
 // it goes back to the slice that counted it, or nowhere once that slice
 // has left the window.
 var budgetScript = redis.NewScript(`
+local tonumber, huge, max, min = tonumber, math.huge, math.max, math.min
 local deposits, unspent, epoch, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ratio, floor, width, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 if not (deposits and unspent and epoch and want and ratio and floor and width and ttl) or width < 1 then
@@ -47,34 +48,45 @@ end
 local key = KEYS[1]
 local function num(x)
   x = tonumber(x)
-  if x and x == x and x >= 0 and x < math.huge then return x end
+  if x and x == x and x >= 0 and x < huge then return x end
   return nil
+end
+-- The fields of each slot, by slot + 1: names written out rather than
+-- built from numbers, which Lua formats with sprintf.
+local T = {'t0', 't1', 't2', 't3', 't4', 't5', 't6', 't7', 't8', 't9'}
+local Dn = {'d0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7', 'd8', 'd9'}
+local Rn = {'r0', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9'}
+-- set holds the HSET's arguments, n of them.
+local set, n = {}, 0
+local function put(f, x)
+  set[n + 1], set[n + 2] = f, x
+  n = n + 2
 end
 local t = redis.call('TIME')
 local s = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / width)
 local c, e = s % 10, epoch % 10
-local v = redis.call('HMGET', key, 'L', 'D', 'R', 't' .. c, 'd' .. c, 'r' .. c, 't' .. e, 'r' .. e)
+local v = redis.call('HMGET', key, 'L', 'D', 'R', T[c + 1], Dn[c + 1], Rn[c + 1], T[e + 1], Rn[e + 1])
 local last, d, r = num(v[1]), num(v[2]) or 0, num(v[3]) or 0
 local tags, ds, rs = {}, {}, {}
 tags[c], ds[c], rs[c] = num(v[4]), num(v[5]), num(v[6])
 tags[e], rs[e] = num(v[7]), num(v[8])
-local set = {}
 local fresh = false
 if not last or s - last >= 10 then
   -- A new budget, or one idle for a whole window: nothing in it counts.
   d, r, fresh = 0, 0, true
   for j = 0, 9 do tags[j], ds[j], rs[j] = nil, nil, nil end
   tags[c], ds[c], rs[c] = s, 0, 0
-  table.insert(set, 't' .. c) table.insert(set, s)
+  put(T[c + 1], s)
   last = s
 elseif s > last then
   -- The slots of slices last+1 to s leave the window that ends with last:
   -- take them out of the sums and start them afresh.
   fresh = true
-  local f = {}
+  local f, m = {}, 0
   for x = last + 1, s do
-    local j = x % 10
-    table.insert(f, 't' .. j) table.insert(f, 'd' .. j) table.insert(f, 'r' .. j)
+    local j = x % 10 + 1
+    f[m + 1], f[m + 2], f[m + 3] = T[j], Dn[j], Rn[j]
+    m = m + 3
   end
   local old = redis.call('HMGET', key, unpack(f))
   for i = 0, s - last - 1 do
@@ -85,39 +97,33 @@ elseif s > last then
       r = r - (num(old[3 * i + 3]) or 0)
     end
     tags[j], ds[j], rs[j] = last + 1 + i, 0, 0
-    table.insert(set, 't' .. j) table.insert(set, last + 1 + i)
-    table.insert(set, 'd' .. j) table.insert(set, 0)
-    table.insert(set, 'r' .. j) table.insert(set, 0)
+    put(T[j + 1], last + 1 + i) put(Dn[j + 1], 0) put(Rn[j + 1], 0)
   end
-  d, r, last = math.max(0, d), math.max(0, r), s
+  d, r, last = max(0, d), max(0, r), s
 elseif s < last then
   -- A server clock that went back (a failover, say): count in the latest
   -- slice seen, so that the sums stay those of one window.
   s, c = last, last % 10
-  local w = redis.call('HMGET', key, 't' .. c, 'd' .. c, 'r' .. c)
+  local w = redis.call('HMGET', key, T[c + 1], Dn[c + 1], Rn[c + 1])
   tags[c], ds[c], rs[c] = num(w[1]), num(w[2]), num(w[3])
 end
 if tags[c] ~= s then
   -- Only a hash that lost its slot for the present: start it.
   tags[c], ds[c], rs[c] = s, 0, 0
-  table.insert(set, 't' .. c) table.insert(set, s)
+  put(T[c + 1], s)
 end
 if unspent > 0 and s - epoch >= 0 and s - epoch < 10 and tags[e] == epoch then
-  local back = math.min(unspent, rs[e] or 0)
-  rs[e], r = (rs[e] or 0) - back, math.max(0, r - back)
-  if e ~= c then table.insert(set, 'r' .. e) table.insert(set, rs[e]) end
+  local back = min(unspent, rs[e] or 0)
+  rs[e], r = (rs[e] or 0) - back, max(0, r - back)
+  if e ~= c then put(Rn[e + 1], rs[e]) end
 end
-ds[c] = (ds[c] or 0) + math.max(0, deposits)
-d = d + math.max(0, deposits)
-local grant = math.max(0, math.min(want, math.floor(ratio * d + floor + 1e-9 - r)))
+ds[c] = (ds[c] or 0) + max(0, deposits)
+d = d + max(0, deposits)
+local grant = max(0, min(want, math.floor(ratio * d + floor + 1e-9 - r)))
 rs[c] = (rs[c] or 0) + grant
 r = r + grant
-table.insert(set, 'L') table.insert(set, s)
-table.insert(set, 'D') table.insert(set, d)
-table.insert(set, 'R') table.insert(set, r)
-table.insert(set, 'd' .. c) table.insert(set, ds[c])
-table.insert(set, 'r' .. c) table.insert(set, rs[c])
-redis.call('HSET', key, unpack(set))
+put('L', s) put('D', d) put('R', r) put(Dn[c + 1], ds[c]) put(Rn[c + 1], rs[c])
+redis.call('HSET', key, unpack(set, 1, n))
 -- Once per slice is enough to keep the key two windows past its last use.
 if fresh then
   redis.call('PEXPIRE', key, ttl)

@@ -12,63 +12,41 @@ import "github.com/redis/go-redis/v9"
 // Retry-After. A field that is not a finite number counts as absent, and so
 // does a negative one where only the level may be negative: garbage in the
 // hash reads as a bucket that knows less, never as a crash.
+//
+// The scripts run on every call of every process, on the server's one
+// thread, so they are written to spend little of it: no table or closure
+// per bucket, no write of a field the call leaves as it was (it reads back
+// the same, garbage included), and the time written as the digits TIME
+// gives rather than as a number Redis would format with %.17g. The model
+// tests hold them to the in-process model, bit for bit.
 const pacerLib = `
 local key = KEYS[1]
-local huge, floor, min, max = math.huge, math.floor, math.min, math.max
--- The fields of each dimension, in the order load reads them.
-local R = {'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at', 'r:corrected', 'r:epoch'}
-local T = {'t:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch'}
-local function num(x)
-  x = tonumber(x)
-  if x and x == x and x > -huge and x < huge then return x end
-  return nil
-end
-local function pos(x)
-  x = tonumber(x)
-  if x and x >= 0 and x < huge then return x end
-  return 0
-end
+local tonumber, huge, floor, min, max = tonumber, math.huge, math.floor, math.min, math.max
 -- out is x to write or return exactly: an integer as a number, which every
 -- Redis writes as its digits (a reply makes it an integer), anything else
 -- as %.17g, which reads back exactly but costs a microsecond, and which
 -- Redis's own conversion of a Lua number would not give every version.
+-- (x % 1 is Lua's own arithmetic, cheaper than a call of math.floor; it
+-- is NaN for an infinity.)
 local function out(x)
-  if x == floor(x) and x > -9e15 and x < 9e15 then return x end
+  if x % 1 == 0 and x > -9e15 and x < 9e15 then return x end
   return string.format('%.17g', x)
-end
--- load reads the bucket whose eight fields start at v[i + 1].
-local function load(v, i)
-  return {limit = pos(v[i + 1]), level = num(v[i + 2]) or 0, rate = pos(v[i + 3]), window = pos(v[i + 4]),
-    reset = pos(v[i + 5]), at = pos(v[i + 6]), corrected = pos(v[i + 7]), epoch = pos(v[i + 8])}
 end
 -- set holds the HSET's arguments, n of them.
 local set, n = {}, 0
-local function put(f, x)
-  set[n + 1], set[n + 2] = f, out(x)
-  n = n + 2
-end
-local function advance(b, now)
-  if b.limit == 0 or now <= b.at then return end
-  if b.window == 0 then
-    b.level = min(b.limit, b.level + b.rate * (now - b.at) / 1e6)
-  elseif now >= b.reset then
-    local k = floor((now - b.reset) / b.window) + 1
-    b.level = min(min(b.level, 0) + k * b.limit, b.limit)
-    b.reset = b.reset + k * b.window
-    b.epoch = b.epoch + k
-  end
-  b.at = now
-end
 -- keep writes set and sets the key's TTL: ttl milliseconds, or longer
 -- while a wait of us microseconds still binds a caller, up to two days,
 -- twice the furthest reset or Retry-After the Pacer believes: garbage in
 -- the hash cannot keep a key for years.
 local function keep(ttl, us)
-  if n > 0 then redis.call('HSET', key, unpack(set)) end
+  if n > 0 then redis.call('HSET', key, unpack(set, 1, n)) end
   redis.call('PEXPIRE', key, math.ceil(max(ttl, min(us, 1728e8) / 1000)))
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- nows is now as Redis would write it: the seconds, then the microseconds
+-- in six digits.
+local nows = t[1] .. string.sub('00000', #t[2]) .. t[2]
 `
 
 // pacerReserveScript takes one request, and ARGV[1] tokens, from the
@@ -79,34 +57,62 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 // as they are, other numbers as strings, since Redis turns a Lua number in
 // a reply into an integer.
 var pacerReserveScript = redis.NewScript(pacerLib + `
-local tokens, ttl, maxw = num(ARGV[1]), num(ARGV[2]), num(ARGV[3])
-if not (tokens and ttl and maxw) or tokens < 0 or ttl < 1 or maxw < 0 then
+local tokens, ttl, maxw = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if not (tokens and ttl and maxw and tokens >= 0 and tokens < huge and ttl >= 1 and ttl < huge and
+    maxw >= 0 and maxw < huge) then
   return redis.error_reply('ERR retryredis: bad arguments')
 end
 local v
 if tokens > 0 then
-  v = redis.call('HMGET', key, 'blocked', R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8],
-    T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[8])
+  v = redis.call('HMGET', key, 'blocked', 'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at',
+    'r:corrected', 'r:epoch', 't:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch')
 else
-  v = redis.call('HMGET', key, 'blocked', R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8])
+  v = redis.call('HMGET', key, 'blocked', 'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at',
+    'r:corrected', 'r:epoch')
 end
--- take reserves amount from b, whose fields are f, and returns the wait in
--- microseconds and the mark.
-local function take(b, f, amount)
-  if b.limit == 0 then return 0, 0, 0, 0 end
-  advance(b, now)
-  b.level = b.level - min(amount, b.limit)
-  put(f[2], b.level) put(f[5], b.reset) put(f[6], b.at) put(f[8], b.epoch)
-  if b.level >= 0 then return 0, b.level, b.corrected, b.epoch end
-  if b.window == 0 then return -b.level / b.rate * 1e6, 0, b.corrected, b.epoch end
-  local k = math.ceil(-b.level / b.limit)
-  return b.reset - now + (k - 1) * b.window, b.level + k * b.limit, b.corrected, b.epoch + k
+-- take reserves amount from the bucket whose fields start at v[i + 1] and
+-- are named fl (level), fr (reset), fa (at) and fe (epoch), and returns the
+-- wait in microseconds and the mark.
+local function take(i, amount, fl, fr, fa, fe)
+  local limit = tonumber(v[i + 1])
+  if not (limit and limit > 0 and limit < huge) then return 0, 0, 0, 0 end
+  local level, rate, window = tonumber(v[i + 2]), tonumber(v[i + 3]), tonumber(v[i + 4])
+  local reset, at, corrected, epoch = tonumber(v[i + 5]), tonumber(v[i + 6]), tonumber(v[i + 7]), tonumber(v[i + 8])
+  if not (level and level > -huge and level < huge) then level = 0 end
+  if not (rate and rate >= 0 and rate < huge) then rate = 0 end
+  if not (window and window >= 0 and window < huge) then window = 0 end
+  if not (reset and reset >= 0 and reset < huge) then reset = 0 end
+  if not (at and at >= 0 and at < huge) then at = 0 end
+  if not (corrected and corrected >= 0 and corrected < huge) then corrected = 0 end
+  if not (epoch and epoch >= 0 and epoch < huge) then epoch = 0 end
+  -- Advance to now.
+  if now > at then
+    if window == 0 then
+      level = min(limit, level + rate * (now - at) / 1e6)
+    elseif now >= reset then
+      local k = floor((now - reset) / window) + 1
+      level = min(min(level, 0) + k * limit, limit)
+      reset = reset + k * window
+      epoch = epoch + k
+      set[n + 1], set[n + 2], set[n + 3], set[n + 4] = fr, out(reset), fe, out(epoch)
+      n = n + 4
+    end
+    set[n + 1], set[n + 2] = fa, nows
+    n = n + 2
+  end
+  level = level - min(amount, limit)
+  set[n + 1], set[n + 2] = fl, out(level)
+  n = n + 2
+  if level >= 0 then return 0, level, corrected, epoch end
+  if window == 0 then return -level / rate * 1e6, 0, corrected, epoch end
+  local k = math.ceil(-level / limit)
+  return reset - now + (k - 1) * window, level + k * limit, corrected, epoch + k
 end
-local wait, rl, rc, re = take(load(v, 1), R, 1)
+local wait, rl, rc, re = take(1, 1, 'r:level', 'r:reset', 'r:at', 'r:epoch')
 local tl, tc, te = 0, 0, 0
 if tokens > 0 then
   local tw
-  tw, tl, tc, te = take(load(v, 9), T, tokens)
+  tw, tl, tc, te = take(9, tokens, 't:level', 't:reset', 't:at', 't:epoch')
   wait = max(wait, tw)
 end
 -- A rate of 0 gives an infinite wait: the Go side reads the cap as the
@@ -114,7 +120,9 @@ end
 if wait ~= wait or wait > 1e16 then wait = 1e16 end
 wait = max(wait, 0)
 local hinted = 0
-local blocked = pos(v[1]) - now
+local blocked = tonumber(v[1])
+if not (blocked and blocked >= 0 and blocked < huge) then blocked = 0 end
+blocked = blocked - now
 if blocked > wait then wait, hinted = blocked, 1 end
 if wait >= maxw then
   -- The caller gives up: it must not lengthen the queue of those who wait.
@@ -135,43 +143,91 @@ return {out(wait), hinted, out(rl), out(rc), out(re), out(tl), out(tc), out(te)}
 var pacerLearnScript = redis.NewScript(pacerLib + `
 local a = {}
 for i = 1, 18 do
-  a[i] = num(ARGV[i])
-  if not a[i] then return redis.error_reply('ERR retryredis: bad arguments') end
+  local x = tonumber(ARGV[i])
+  if not (x and x > -huge and x < huge) then return redis.error_reply('ERR retryredis: bad arguments') end
+  a[i] = x
 end
 if a[18] < 1 then return redis.error_reply('ERR retryredis: bad arguments') end
--- The dimensions reported, each with its fields and where its arguments
--- start; the HMGET reads 'blocked' and then their fields.
-local dims, list = {}, {'blocked'}
-for i, f in ipairs({R, T}) do
-  if a[8 * i - 7] > 0 then
-    dims[#dims + 1] = {f, 8 * i - 8, #list}
-    for j = 1, 8 do list[#list + 1] = f[j] end
+-- The HMGET reads 'blocked' and then the fields of the dimensions reported.
+local v
+if a[1] > 0 and a[9] > 0 then
+  v = redis.call('HMGET', key, 'blocked', 'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at',
+    'r:corrected', 'r:epoch', 't:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at', 't:corrected', 't:epoch')
+elseif a[1] > 0 then
+  v = redis.call('HMGET', key, 'blocked', 'r:limit', 'r:level', 'r:rate', 'r:window', 'r:reset', 'r:at',
+    'r:corrected', 'r:epoch')
+elseif a[9] > 0 then
+  v = redis.call('HMGET', key, 'blocked', 't:limit', 't:level', 't:rate', 't:window', 't:reset', 't:at',
+    't:corrected', 't:epoch')
+else
+  v = redis.call('HMGET', key, 'blocked')
+end
+-- put adds field p..f to the HSET when its value x differs from x0, what
+-- the hash reads as: a field that keeps its value is not written.
+local function put(p, f, x, x0)
+  if x ~= x0 then
+    set[n + 1], set[n + 2] = p .. f, out(x)
+    n = n + 2
   end
 end
-local v = redis.call('HMGET', key, unpack(list))
-for _, dim in ipairs(dims) do
-  local f, i, b = dim[1], dim[2], load(v, dim[3])
-  local limit, remaining, rate, window, reset = a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5]
+-- learn moves the bucket whose fields start at v[o + 1], named after
+-- prefix p, to the report at a[i + 1].
+local function learn(o, i, p)
+  local limit0, level0, rate0 = tonumber(v[o + 1]), tonumber(v[o + 2]), tonumber(v[o + 3])
+  local window0, reset0, at0 = tonumber(v[o + 4]), tonumber(v[o + 5]), tonumber(v[o + 6])
+  local corrected0, epoch0 = tonumber(v[o + 7]), tonumber(v[o + 8])
+  if not (limit0 and limit0 >= 0 and limit0 < huge) then limit0 = 0 end
+  if not (level0 and level0 > -huge and level0 < huge) then level0 = 0 end
+  if not (rate0 and rate0 >= 0 and rate0 < huge) then rate0 = 0 end
+  if not (window0 and window0 >= 0 and window0 < huge) then window0 = 0 end
+  if not (reset0 and reset0 >= 0 and reset0 < huge) then reset0 = 0 end
+  if not (at0 and at0 >= 0 and at0 < huge) then at0 = 0 end
+  if not (corrected0 and corrected0 >= 0 and corrected0 < huge) then corrected0 = 0 end
+  if not (epoch0 and epoch0 >= 0 and epoch0 < huge) then epoch0 = 0 end
+  local limit, level, rate, window, reset, at, corrected, epoch =
+    limit0, level0, rate0, window0, reset0, at0, corrected0, epoch0
+  -- Advance to now.
+  if limit ~= 0 and now > at then
+    if window == 0 then
+      level = min(limit, level + rate * (now - at) / 1e6)
+    elseif now >= reset then
+      local k = floor((now - reset) / window) + 1
+      level = min(min(level, 0) + k * limit, limit)
+      reset = reset + k * window
+      epoch = epoch + k
+    end
+    at = now
+  end
+  local nlimit, remaining, nrate, nwindow, nreset = a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5]
   local ml, mc, me = a[i + 6], a[i + 7], a[i + 8]
-  advance(b, now)
-  if b.limit ~= limit or (b.window == 0) ~= (window == 0) then
+  if limit ~= nlimit or (window == 0) ~= (nwindow == 0) then
     -- A new limit: the levels before no longer compare, but the queue's
     -- debt stays owed.
-    b.level = remaining + min(b.level, 0)
-    b.limit, b.rate, b.window, b.reset, b.at, b.corrected, b.epoch = limit, rate, window, now + reset, now, 0, b.epoch + 1
-  elseif window == 0 or me == 0 or me == b.epoch then
-    if window ~= 0 then b.window, b.reset = window, now + reset else b.rate = rate end
-    local c = b.level - remaining
-    if me == b.epoch then c = ml - remaining - (b.corrected - mc) end
-    if c > 0 then b.level, b.corrected = b.level - c, b.corrected + c end
+    level = remaining + min(level, 0)
+    limit, rate, window, reset, at, corrected, epoch = nlimit, nrate, nwindow, now + nreset, now, 0, epoch + 1
+  elseif nwindow == 0 or me == 0 or me == epoch then
+    if nwindow ~= 0 then window, reset = nwindow, now + nreset else rate = nrate end
+    local c = level - remaining
+    if me == epoch then c = ml - remaining - (corrected - mc) end
+    if c > 0 then level, corrected = level - c, corrected + c end
   end
-  put(f[1], b.limit) put(f[2], b.level) put(f[3], b.rate) put(f[4], b.window)
-  put(f[5], b.reset) put(f[6], b.at) put(f[7], b.corrected) put(f[8], b.epoch)
+  put(p, 'limit', limit, limit0) put(p, 'level', level, level0) put(p, 'rate', rate, rate0)
+  put(p, 'window', window, window0) put(p, 'reset', reset, reset0)
+  -- at is now or as it was.
+  if at ~= at0 then
+    set[n + 1], set[n + 2] = p .. 'at', nows
+    n = n + 2
+  end
+  put(p, 'corrected', corrected, corrected0) put(p, 'epoch', epoch, epoch0)
 end
-local block, blocked = a[17], pos(v[1])
+if a[1] > 0 then learn(1, 0, 'r:') end
+if a[9] > 0 then learn(a[1] > 0 and 9 or 1, 8, 't:') end
+local block, blocked = a[17], tonumber(v[1])
+if not (blocked and blocked >= 0 and blocked < huge) then blocked = 0 end
 if block > 0 and now + block > blocked then
   blocked = now + block
-  put('blocked', blocked)
+  set[n + 1], set[n + 2] = 'blocked', out(blocked)
+  n = n + 2
 end
 -- Never shorter than a block still running, whoever set it.
 keep(a[18], blocked - now)

@@ -30,14 +30,7 @@ func pastDeadline(t *testing.T, c *attemptCtx) {
 
 // closedWithin reports whether ch is closed within d.
 func closedWithin(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
+	return waitUntil(ch, time.Now().Add(d))
 }
 
 // TestAttemptTimeout checks that an attempt's timeout ends it, whether or

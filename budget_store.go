@@ -226,35 +226,39 @@ func (b *Budget) settle(req BudgetSettlement, done chan struct{}) {
 }
 
 // callStore calls Store.Settle for StoreTimeout at most and checks its
-// answer. It returns at the timeout even if Settle does not: a store that
-// ignores its context (a Redis client whose socket reads are bounded by its
-// own read timeout only, for one) must not hold a settlement up.
+// answer.
 func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.storeTimeout())
-	defer cancel()
-	type answer struct {
-		lease BudgetLease
-		err   error
-	}
-	ch := make(chan answer, 1) // buffered: a late Settle ends without a reader
-	go func() {
-		got, err := b.Store.Settle(ctx, req)
-		ch <- answer{got, err}
-	}()
-	var a answer
-	select {
-	case a = <-ch:
-	case <-ctx.Done():
-		a.err = ctx.Err()
-	}
+	var got BudgetLease
+	err := callWithin(b.storeTimeout(), func(ctx context.Context) (err error) {
+		got, err = b.Store.Settle(ctx, req)
+		return err
+	})
 	switch {
-	case a.err != nil:
-		return BudgetLease{}, fmt.Errorf("retry: Budget.Store failed: %w", a.err)
-	case a.lease.Retries < 0 || a.lease.Retries > req.Want:
+	case err != nil:
+		return BudgetLease{}, fmt.Errorf("retry: Budget.Store failed: %w", err)
+	case got.Retries < 0 || got.Retries > req.Want:
 		return BudgetLease{}, fmt.Errorf("retry: Budget.Store granted %d retries when %d were asked",
-			a.lease.Retries, req.Want)
+			got.Retries, req.Want)
 	}
-	return a.lease, nil
+	return got, nil
+}
+
+// callWithin runs f with a context that ends after d, and returns at that
+// time even if f does not: a store that ignores its context (a Redis
+// client whose socket reads are bounded by its own read timeout only, for
+// one) must not hold a call up. f's results may be read only when
+// callWithin returns nil: a late f still writes them.
+func callWithin(d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ch := make(chan error, 1) // buffered: a late f ends without a reader
+	go func() { ch <- f(ctx) }()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // leaseLife is how long a lease may be spent: SettleEvery, but at most half

@@ -179,20 +179,10 @@ func (p *Pacer) storeLearn(req *http.Request, r PaceReport, room time.Duration) 
 	}
 }
 
-// callStore runs f with a context bounded by StoreTimeout and room (the
-// time left to the call), and returns at the timeout even if f does not: a
-// store that ignores its context must not hold an attempt up.
+// callStore runs f bounded by StoreTimeout and room, the time left to the
+// call (see callWithin).
 func (p *Pacer) callStore(room time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), min(p.storeTimeout(), room))
-	defer cancel()
-	ch := make(chan error, 1) // buffered: a late f ends without a reader
-	go func() { ch <- f(ctx) }()
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return callWithin(min(p.storeTimeout(), room), f)
 }
 
 func (p *Pacer) storeTimeout() time.Duration {

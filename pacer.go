@@ -185,7 +185,8 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 
 // reserve takes req's place in its key's queue at now and returns how long
 // it must wait, and whether the wait is a Retry-After's. It fills t. room
-// is the time left to the call, which a store call must not outlast.
+// is the time left to the call, which a store call must not outlast; zero
+// means no store call.
 func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock, room time.Duration) (time.Duration, bool) {
 	*t = paceTicket{}
 	if p.storeOn() && room > 0 {
@@ -274,7 +275,7 @@ func (p *Pacer) release(t *paceTicket) {
 }
 
 // observe learns from the response to t's attempt. pol dates the headers
-// and jitters a Retry-After; room is the time left to the call.
+// and jitters a Retry-After; room is as for reserve.
 func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy, room time.Duration) {
 	k := t.k
 	h := resp.Header

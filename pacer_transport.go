@@ -13,7 +13,6 @@ func (c *call) begin() (time.Duration, error) {
 	if c.t.Pacer == nil {
 		return c.l.begin()
 	}
-	c.l.waited = true // even without a wait, a store call takes time
 	if err := c.pace(); err != nil {
 		return 0, err
 	}
@@ -33,7 +32,7 @@ func (c *call) pace() error {
 	if l.ctx.Err() != nil {
 		return nil // begin reports it
 	}
-	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock, l.room())
+	wait, hinted := p.reserve(&c.pt, c.req, l.p.Clock, c.storeRoom())
 	if wait <= 0 {
 		return nil
 	}
@@ -70,7 +69,19 @@ func (c *call) learn(resp *http.Response, err error) {
 		p.release(&c.pt)
 		return
 	}
-	p.observe(&c.pt, c.req, resp, &c.l.p, c.l.room())
+	p.observe(&c.pt, c.req, resp, &c.l.p, c.storeRoom())
+}
+
+// storeRoom is how long a call to the Pacer's store may take: the time left
+// to the call. Without a store it is zero and the clock is not read, so
+// that a Pacer in memory costs no reading per attempt and per response.
+// A store call takes real time, so the next attempt reads the clock again.
+func (c *call) storeRoom() time.Duration {
+	if c.t.Pacer.Store == nil {
+		return 0
+	}
+	c.l.waited = true
+	return c.l.room()
 }
 
 func requestHost(req *http.Request) string {

@@ -26,10 +26,10 @@ type exchange struct {
 }
 
 // start begins attempt n of req under parent at began (zero: now), with
-// timeout, and returns the copy of req
-// it sends: body, the header every attempt sends, and x's context. The
-// copy never carries req.Cancel: the call watches that channel itself and
-// cancels parent, which spares net/http a goroutine per attempt.
+// timeout, and returns the copy of req it sends: body, the header every
+// attempt sends, and x's context. The copy never carries req.Cancel: the
+// call watches that channel itself and cancels parent, which spares
+// net/http a goroutine per attempt.
 func (x *exchange) start(req *http.Request, parent context.Context, n int, body io.ReadCloser, h http.Header,
 	began time.Time, timeout time.Duration) *http.Request {
 	x.ctx.start(parent, n, began, timeout)

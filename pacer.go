@@ -127,8 +127,7 @@ type paceTicket struct {
 	cost     float64
 	sent     bool        // the request went out: what it took is spent
 	req, tok snapshot    // taken when it went out
-	store    bool        // the reservation is the Store's, not k's
-	marks    [2]PaceMark // the Store's marks: requests, tokens
+	marks    [2]PaceMark // the Store's marks, requests and tokens, when it reserved
 }
 
 // now reads c, or the real clock when c is nil, in Unix nanoseconds.

@@ -164,7 +164,7 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, roo
 		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err), room)
 		return 0, false, false
 	}
-	*t = paceTicket{store: true, cost: cost, marks: [2]PaceMark{g.Requests, g.Tokens}}
+	*t = paceTicket{marks: [2]PaceMark{g.Requests, g.Tokens}} // k stays nil: nothing local to give back
 	return g.Wait, g.RetryAfter, true
 }
 

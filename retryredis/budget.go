@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -196,8 +195,7 @@ func (s *BudgetStore) Settle(ctx context.Context, r retry.BudgetSettlement) (ret
 	ttl := max(2*window, time.Second)
 	res, err := budgetScript.Run(ctx, s.Client, []string{s.Key()},
 		r.Deposits, r.Unspent, r.Epoch, r.Want,
-		strconv.FormatFloat(r.Ratio, 'g', -1, 64),
-		strconv.FormatFloat(r.MinPerSecond*window.Seconds(), 'g', -1, 64),
+		formatFloat(r.Ratio), formatFloat(r.MinPerSecond*window.Seconds()),
 		width.Microseconds(), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return retry.BudgetLease{}, fmt.Errorf("retryredis: settling budget %q: %w", s.Key(), err)

@@ -91,6 +91,7 @@ type Pacer struct {
 	OnFallback func(error)
 
 	storeOff atomic.Int64 // Unix nanoseconds, real time: until then, Store is not asked
+	policies policyMemo   // the IETF RateLimit-Policy field read last
 
 	mu   sync.Mutex                          // serializes changes to keys
 	keys atomic.Pointer[map[uint64]*paceKey] // replaced whole under mu, read without a lock
@@ -283,7 +284,7 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, p
 		return
 	}
 	now := pacerNow(pol.Clock)
-	o := parseRateHeaders(h, time.Unix(0, now))
+	o := parseRateHeaders(h, time.Unix(0, now), &p.policies)
 	var block time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if d, ok := ParseRetryAfter(h, time.Unix(0, now)); ok && d > 0 && d <= maxPacerReset {

@@ -86,7 +86,7 @@ func BenchmarkPacerParse(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				parseRateHeaders(h, pacerEpoch)
+				parseRateHeaders(h, pacerEpoch, nil)
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func FuzzParseOpenAI(f *testing.F) {
 			"X-Ratelimit-Limit-Tokens": {lt}, "X-Ratelimit-Remaining-Tokens": {rt}, "X-Ratelimit-Reset-Tokens": {st},
 		}
 		checkObs(t, parseOpenAI(h))
-		checkObs(t, parseRateHeaders(h, pacerEpoch))
+		checkObs(t, parseRateHeaders(h, pacerEpoch, nil))
 	})
 }
 
@@ -61,7 +61,7 @@ func FuzzParseAnthropic(f *testing.F) {
 			"Anthropic-Ratelimit-Tokens-Reset": {st},
 		}
 		checkObs(t, parseAnthropic(h, pacerEpoch))
-		checkObs(t, parseRateHeaders(h, pacerEpoch))
+		checkObs(t, parseRateHeaders(h, pacerEpoch, nil))
 	})
 }
 
@@ -77,9 +77,12 @@ func FuzzParseGitHub(f *testing.F) {
 			t.Fatalf("resource of %d bytes kept", len(o.resource))
 		}
 		checkObs(t, o)
-		checkObs(t, parseRateHeaders(h, pacerEpoch))
+		checkObs(t, parseRateHeaders(h, pacerEpoch, nil))
 	})
 }
+
+// fuzzMemo is the memo FuzzParseIETF shares between its inputs.
+var fuzzMemo policyMemo
 
 func FuzzParseIETF(f *testing.F) {
 	f.Add(`"default";q=100;w=10`, `"default";r=50;t=5`, "100, 100;w=60", "40", "20")
@@ -89,8 +92,13 @@ func FuzzParseIETF(f *testing.F) {
 	f.Fuzz(func(t *testing.T, policy, limit, legacyLimit, legacyRemaining, legacyReset string) {
 		h := http.Header{"Ratelimit-Policy": {policy}, "Ratelimit": {limit}, "Ratelimit-Limit": {legacyLimit},
 			"Ratelimit-Remaining": {legacyRemaining}, "Ratelimit-Reset": {legacyReset}}
-		checkObs(t, parseIETF(h))
+		o := parseIETF(h, nil)
+		checkObs(t, o)
+		// The memo, shared by every input, must read each as afresh.
+		if m := parseIETF(h, &fuzzMemo); m != o {
+			t.Fatalf("parseIETF with a memo = %+v, without = %+v", m, o)
+		}
 		checkObs(t, parseIETFLegacy(h))
-		checkObs(t, parseRateHeaders(h, pacerEpoch))
+		checkObs(t, parseRateHeaders(h, pacerEpoch, nil))
 	})
 }

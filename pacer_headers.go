@@ -3,6 +3,7 @@ package retry
 import (
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,8 +62,9 @@ func (o *rateObs) empty() bool {
 // (which cannot be mistaken for anything else), the IETF RateLimit fields,
 // the older RateLimit-* fields, then GitHub's, whose bare x-ratelimit-*
 // names gateways also use loosely. now dates absolute times when the
-// response has no valid Date header.
-func parseRateHeaders(h http.Header, now time.Time) rateObs {
+// response has no valid Date header. memo, which may be nil, keeps the
+// IETF policies read last.
+func parseRateHeaders(h http.Header, now time.Time, memo *policyMemo) rateObs {
 	var o rateObs
 	if len(h) == 0 {
 		return o
@@ -84,7 +86,7 @@ func parseRateHeaders(h http.Header, now time.Time) rateObs {
 	if merge(parseOpenAI(h)); o.full() {
 		return o
 	}
-	if merge(parseIETF(h)); o.full() {
+	if merge(parseIETF(h, memo)); o.full() {
 		return o
 	}
 	merge(parseIETFLegacy(h))
@@ -283,6 +285,57 @@ func parseIETFLegacy(h http.Header) rateObs {
 	return rateObs{requests: windowObs(limit, remaining, reset, time.Second)}
 }
 
+// ietfPolicy is one quota policy of a RateLimit-Policy field.
+type ietfPolicy struct {
+	name string
+	q, w float64
+	dim  int // 0 requests, 1 tokens, -1 not paced
+}
+
+// ietfPolicies is a RateLimit-Policy field read: its text, and the
+// policies it names, at most eight (more are not read).
+type ietfPolicies struct {
+	text string
+	n    int
+	p    [8]ietfPolicy
+}
+
+// policyMemo keeps the last RateLimit-Policy field read, for a Pacer. The
+// field describes a server's quota policies, which change rarely, and
+// every response repeats it: reading it again costs more than the rest of
+// the observation, so it is read only when its text changes. Safe for
+// concurrent use; the zero value is empty.
+type policyMemo struct {
+	last atomic.Pointer[ietfPolicies] // replaced whole, never changed
+}
+
+// read returns the policies of the field text, from m when it holds them.
+// A nil m reads the text every time.
+func (m *policyMemo) read(text string) *ietfPolicies {
+	if m != nil {
+		if c := m.last.Load(); c != nil && c.text == text {
+			return c
+		}
+	}
+	c := &ietfPolicies{text: text}
+	var it sfItem
+	for list := (sfList{rest: text}); c.n < len(c.p) && list.next(&it); c.n++ {
+		p := ietfPolicy{name: it.name, q: it.q, w: it.w}
+		switch it.qu {
+		case "", "requests":
+		case "tokens":
+			p.dim = 1
+		default:
+			p.dim = -1
+		}
+		c.p[c.n] = p
+	}
+	if m != nil {
+		m.last.Store(c)
+	}
+	return c
+}
+
 // parseIETF reads the RateLimit-Policy and RateLimit fields of
 // draft-ietf-httpapi-ratelimit-headers: structured-field lists of named
 // policies, each a quota q of unit qu ("requests" when absent) per window
@@ -290,8 +343,9 @@ func parseIETFLegacy(h http.Header) rateObs {
 // quota resets. A unit of "tokens", which LLM gateways use, counts as
 // tokens; other units are not paced. Where several policies bind one
 // dimension, the one with the least available wins. The partition key pk
-// is not read: Pacer.Key says which requests share a limit.
-func parseIETF(h http.Header) rateObs {
+// is not read: Pacer.Key says which requests share a limit. memo, which may
+// be nil, keeps the policies read last.
+func parseIETF(h http.Header, memo *policyMemo) rateObs {
 	rv, ok := headerJoined(h, "Ratelimit")
 	if !ok {
 		return rateObs{} // the common case: not these fields
@@ -300,34 +354,17 @@ func parseIETF(h http.Header) rateObs {
 	if !ok {
 		return rateObs{}
 	}
-	type policy struct {
-		name    string
-		q, w    float64
-		dim     int // 0 requests, 1 tokens, -1 not paced
-		visited bool
-	}
-	var policies [8]policy // more policies than this are not read
-	n := 0
-	var it sfItem
-	for list := (sfList{rest: pv}); n < len(policies) && list.next(&it); n++ {
-		p := policy{name: it.name, q: it.q, w: it.w}
-		switch it.qu {
-		case "", "requests":
-		case "tokens":
-			p.dim = 1
-		default:
-			p.dim = -1
-		}
-		policies[n] = p
-	}
+	pols := memo.read(pv)
+	var visited [len(pols.p)]bool // a policy is read from its first member only
 	var o rateObs
+	var it sfItem
 	for list := (sfList{rest: rv}); list.next(&it); {
-		for i := range policies[:n] {
-			p := &policies[i]
-			if p.name != it.name || p.dim < 0 || p.visited {
+		for i := range pols.p[:pols.n] {
+			p := &pols.p[i]
+			if p.name != it.name || p.dim < 0 || visited[i] {
 				continue
 			}
-			p.visited = true
+			visited[i] = true
 			r, t := it.r, it.t
 			if !it.hasR || t > maxPacerReset.Seconds() {
 				break

@@ -3,6 +3,7 @@ package retry
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,7 +291,7 @@ func TestParseIETF(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := parseIETF(tt.h)
+			got := parseIETF(tt.h, nil)
 			if got.empty() {
 				got = parseIETFLegacy(tt.h)
 			}
@@ -309,10 +310,10 @@ func TestParseRateHeadersConflict(t *testing.T) {
 		"x-ratelimit-limit", "5000", "x-ratelimit-remaining", "1", "x-ratelimit-reset", itoa(pacerEpoch.Unix()+60),
 		"RateLimit-Limit", "7", "RateLimit-Remaining", "7", "RateLimit-Reset", "1")
 	want := rateObs{requests: limitObs{kind: kindBucket, limit: 60, remaining: 59, reset: time.Second}}
-	if diff := cmp.Diff(want, parseRateHeaders(h, pacerEpoch), obsCmp); diff != "" {
+	if diff := cmp.Diff(want, parseRateHeaders(h, pacerEpoch, nil), obsCmp); diff != "" {
 		t.Errorf("parseRateHeaders (-want +got):\n%s", diff)
 	}
-	if o := parseRateHeaders(http.Header{"Content-Type": {"text/plain"}}, pacerEpoch); !o.empty() {
+	if o := parseRateHeaders(http.Header{"Content-Type": {"text/plain"}}, pacerEpoch, nil); !o.empty() {
 		t.Errorf("parseRateHeaders of a response without rate-limit headers = %+v, want empty", o)
 	}
 }
@@ -425,4 +426,48 @@ func TestSfSpecial(t *testing.T) {
 			t.Errorf("byte %#x: special = %v, want %v", c, got, want)
 		}
 	}
+}
+
+func TestPolicyMemo(t *testing.T) {
+	t.Parallel()
+	const (
+		a = `"rpm";q=600;w=60, "tpm";q=1000000;qu="tokens";w=60`
+		b = `"rpm";q=60;w=60`
+	)
+	limits := `"rpm";r=10;t=30, "tpm";r=5000;t=30`
+	var m policyMemo
+	first := m.read(a)
+	if again := m.read(a); again != first {
+		t.Error("the same RateLimit-Policy text was read again, not taken from the memo")
+	}
+	// Each text, in turn, reads as it would without a memo.
+	for i, text := range []string{a, b, a, "", b, b} {
+		h := hdr("RateLimit-Policy", text, "RateLimit", limits)
+		if diff := cmp.Diff(parseIETF(h, nil), parseIETF(h, &m), obsCmp); diff != "" {
+			t.Errorf("step %d, policy %q: with a memo (-without +with):\n%s", i, text, diff)
+		}
+	}
+	if got := m.read(b); got.n != 1 || got.p[0].q != 60 {
+		t.Errorf("memo of %q = %+v, want one policy of 60", b, got)
+	}
+}
+
+func TestPolicyMemoConcurrent(t *testing.T) {
+	t.Parallel()
+	var m policyMemo
+	texts := []string{`"rpm";q=600;w=60`, `"rpm";q=60;w=60`, `"rpm";q=6;w=60`}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				text := texts[(g+i)%len(texts)]
+				h := hdr("RateLimit-Policy", text, "RateLimit", `"rpm";r=1;t=1`)
+				if got, want := parseIETF(h, &m), parseIETF(h, nil); got != want {
+					t.Errorf("policy %q: with a shared memo %+v, without %+v", text, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

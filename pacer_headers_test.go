@@ -471,3 +471,22 @@ func TestPolicyMemoConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestUnixUTC(t *testing.T) {
+	t.Parallel()
+	// Every day a parser can pass, including days past a month's end and
+	// the years around 0, 1970, leap centuries and 9999, as time.Date has it.
+	years := []int{0, 1, 3, 4, 99, 100, 399, 400, 401, 1600, 1700, 1900, 1969, 1970, 1972, 2000, 2024, 2026, 2100, 2400, 9999}
+	for _, y := range years {
+		for m := 1; m <= 12; m++ {
+			for d := 1; d <= 31; d++ {
+				for _, hms := range [][3]int{{0, 0, 0}, {23, 59, 59}, {23, 59, 60}, {12, 30, 7}} {
+					want := time.Date(y, time.Month(m), d, hms[0], hms[1], hms[2], 0, time.UTC)
+					if got := unixUTC(y, m, d, hms[0], hms[1], hms[2]); !got.Equal(want) || got.Location() != time.UTC {
+						t.Fatalf("unixUTC(%d, %d, %d, %v) = %v, want %v", y, m, d, hms, got, want)
+					}
+				}
+			}
+		}
+	}
+}

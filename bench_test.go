@@ -202,6 +202,22 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
+// cancelRT is timeoutRT without the timer: a context of its own per call,
+// as every per-attempt context is, with nothing to end it but the body's
+// Close.
+type cancelRT struct{ base http.RoundTripper }
+
+func (t cancelRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
 // floorRT is the least any middleware that bounds attempts with a context
 // of their own must do: hand the base a copy of the request carrying that
 // context, since the caller's request is never modified. Here the context
@@ -330,13 +346,18 @@ func BenchmarkSuccessLoopback(b *testing.B) {
 // same load, so the mean of their differences shows an overhead of a few
 // percent that separate runs cannot. Each variant reports the bare call's
 // mean, its own, and its overhead in percent (ns/op is a pair's time):
-// floor is a request copy with a context made once; stdtimeout a
-// context.WithTimeout per call, cancelled at Close; retry the Transport.
+// floor is a request copy with a context made once; stdcancel a
+// context.WithCancel per call, cancelled at Close (a context per attempt,
+// without a timer); stdtimeout a context.WithTimeout per call, cancelled
+// at Close; retry the Transport.
 func BenchmarkPairedLoopback(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.Run("floor", func(b *testing.B) {
 		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return floorRT{base: rt, ctx: ctx} })
+	})
+	b.Run("stdcancel", func(b *testing.B) {
+		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return cancelRT{base: rt} })
 	})
 	b.Run("stdtimeout", func(b *testing.B) {
 		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return timeoutRT{base: rt} })

@@ -177,11 +177,22 @@ func newGet(b *testing.B, url string) *http.Request {
 // the standard library: context.WithTimeout, a shallow copy of the request,
 // and a body that cancels the context when closed (net/http's
 // cancelTimerBody). It keeps none of retry's other rules; its timeout also
-// covers reading the body.
-type timeoutRT struct{ base http.RoundTripper }
+// covers reading the body. With noTimer it is a context.WithCancel: a
+// context of its own per call, as every per-attempt context is, with
+// nothing to end it but the body's Close.
+type timeoutRT struct {
+	base    http.RoundTripper
+	noTimer bool
+}
 
 func (t timeoutRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(req.Context(), retry.DefaultAttemptTimeout)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if t.noTimer {
+		ctx, cancel = context.WithCancel(req.Context())
+	} else {
+		ctx, cancel = context.WithTimeout(req.Context(), retry.DefaultAttemptTimeout)
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()
@@ -200,22 +211,6 @@ func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-// cancelRT is timeoutRT without the timer: a context of its own per call,
-// as every per-attempt context is, with nothing to end it but the body's
-// Close.
-type cancelRT struct{ base http.RoundTripper }
-
-func (t cancelRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
 }
 
 // floorRT is the least any middleware that bounds attempts with a context
@@ -357,7 +352,7 @@ func BenchmarkPairedLoopback(b *testing.B) {
 		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return floorRT{base: rt, ctx: ctx} })
 	})
 	b.Run("stdcancel", func(b *testing.B) {
-		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return cancelRT{base: rt} })
+		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return timeoutRT{base: rt, noTimer: true} })
 	})
 	b.Run("stdtimeout", func(b *testing.B) {
 		pairedRun(b, func(rt http.RoundTripper) http.RoundTripper { return timeoutRT{base: rt} })

@@ -55,7 +55,7 @@ func TestCancelAtRandomMoments(t *testing.T) {
 	}
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
-	var failed atomic.Int32
+	var failed, replayed atomic.Int32
 	for i := range cases {
 		r := rand.New(rand.NewPCG(uint64(i), 7))
 		ph := phases[i%len(phases)]
@@ -63,14 +63,27 @@ func TestCancelAtRandomMoments(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if msg := runCancelCase(c); msg != "" && failed.Add(1) <= 5 {
+			msg := runCancelCase(c)
+			// A call that returned late may have waited for a core on a
+			// loaded machine: it is played again, twice at most, and fails
+			// only if it is late every time. Every other failure counts at once.
+			for try := 0; try < 2 && strings.HasPrefix(msg, lateReturn); try++ {
+				replayed.Add(1)
+				msg = runCancelCase(c)
+			}
+			if msg != "" && failed.Add(1) <= 5 {
 				t.Errorf("%+v: %s", c, msg)
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("%d calls cancelled at random moments, %d failed", cases, failed.Load())
+	t.Logf("%d calls cancelled at random moments, %d failed, %d played again after returning late",
+		cases, failed.Load(), replayed.Load())
 }
+
+// lateReturn begins runCancelCase's report of a call that returned more
+// than 50 ms after its cancel.
+const lateReturn = "returned "
 
 // runCancelCase plays c and returns what went wrong, or "".
 func runCancelCase(c cancelCase) string {
@@ -129,7 +142,7 @@ func runCancelCase(c cancelCase) string {
 	case !errors.Is(err, context.Canceled):
 		return fmt.Sprintf("error %v, want one that is context.Canceled", err)
 	case returned.Sub(run.cancelAt) > 50*time.Millisecond:
-		return fmt.Sprintf("returned %v after the cancel", returned.Sub(run.cancelAt))
+		return fmt.Sprintf("%s%v after the cancel", lateReturn, returned.Sub(run.cancelAt))
 	}
 	for i, s := range run.starts {
 		if s.After(run.cancelAt) {

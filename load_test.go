@@ -1,12 +1,14 @@
 package retry_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,8 +49,17 @@ func TestLoadThousandConcurrentRequests(t *testing.T) {
 	s := retrytest.NewServer(t, script...)
 	base := newBase(t)
 	base.MaxConnsPerHost, base.MaxIdleConnsPerHost = maxConns, maxConns
+	// An attempt cut by its timeout or by the Deadline closes its
+	// connection, as net/http does for a request whose context ends: on a
+	// loaded machine some are, and each may cost a new connection.
+	var timedOut atomic.Int64
 	rt := retry.NewTransport(base, retry.Policy{MaxAttempts: 5, AttemptTimeout: 2 * time.Second,
-		Deadline: deadline, Base: time.Millisecond, Cap: 5 * time.Millisecond})
+		Deadline: deadline, Base: time.Millisecond, Cap: 5 * time.Millisecond,
+		OnRetry: func(e retry.Event) {
+			if errors.Is(e.Err, context.DeadlineExceeded) {
+				timedOut.Add(1)
+			}
+		}})
 	var (
 		mu       sync.Mutex
 		outcomes = map[string]int{}
@@ -83,11 +94,13 @@ func TestLoadThousandConcurrentRequests(t *testing.T) {
 		}
 	}
 	resets := resetsIn(s.Requests())
-	if s.Conns() > maxConns+resets {
-		t.Errorf("%d connections, want at most %d (MaxConnsPerHost) + %d (one per reset)", s.Conns(), maxConns, resets)
+	cut := int(timedOut.Load()) + outcomes["*retry.Error"] // attempts cut by a timeout, at most
+	if s.Conns() > maxConns+resets+cut {
+		t.Errorf("%d connections, want at most %d (MaxConnsPerHost) + %d (one per reset) + %d (one per attempt cut by a timeout)",
+			s.Conns(), maxConns, resets, cut)
 	}
-	t.Logf("%d requests in %v (slowest %v): outcomes %v; server saw %d requests on %d connections (%d resets)",
-		requests, elapsed.Round(time.Millisecond), slowest.Round(time.Millisecond), outcomes, s.Requests(), s.Conns(), resets)
+	t.Logf("%d requests in %v (slowest %v): outcomes %v; server saw %d requests on %d connections (%d resets, %d attempts cut)",
+		requests, elapsed.Round(time.Millisecond), slowest.Round(time.Millisecond), outcomes, s.Requests(), s.Conns(), resets, cut)
 }
 
 // loadOutcome names how a request ended, reading and closing its body.

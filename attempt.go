@@ -28,15 +28,15 @@ type attemptCtx struct {
 	n        int       // which attempt of its call, counting from 1
 	deadline time.Time // when the attempt's own timeout passes
 
-	mu         sync.Mutex    // protects the fields below
-	why        int           // why the attempt ended: one of the end values
-	done       chan struct{} // made by the first Done; closed when the attempt ends
-	stopped    bool          // stopTimeout switched the timeout off
-	timer      *time.Timer   // runs expire at deadline; nil once stopped
-	stopParent func() bool   // ends the watch on parent; nil if none
-	first      func()        // the first AfterFunc registration
-	more       *afterFunc    // later registrations, newest first
-	closer     io.Closer     // closed if the attempt ends while set (closeOnEnd)
+	mu         sync.Mutex           // protects the fields below
+	why        int                  // why the attempt ended: one of the end values
+	done       chan struct{}        // made by the first Done; closed when the attempt ends
+	stopped    bool                 // stopTimeout switched the timeout off
+	timer      *time.Timer          // ends the attempt at deadline; nil once stopped
+	stopParent func() bool          // ends the watch on parent; nil if none
+	first      func()               // the first AfterFunc registration
+	more       map[*func()]struct{} // later registrations, each stoppable
+	closer     io.Closer            // closed if the attempt ends while set (closeOnEnd)
 }
 
 // Why an attempt ended.
@@ -61,11 +61,8 @@ func (c *attemptCtx) start(parent context.Context, n int, began time.Time, timeo
 	if parent.Done() != nil { // else the parent is never done
 		c.stopParent = context.AfterFunc(parent, func() { c.end(parentEnded) })
 	}
-	c.timer = time.AfterFunc(timeout, c.expire)
+	c.timer = time.AfterFunc(timeout, func() { c.end(timedOut) })
 }
-
-// expire is the timer's work.
-func (c *attemptCtx) expire() { c.end(timedOut) }
 
 // end ends the attempt for the reason why, unless it ended already or, for
 // its own timeout, the timeout was switched off: checked under mu, so once
@@ -98,8 +95,8 @@ func (c *attemptCtx) end(why int) {
 	if first != nil {
 		first()
 	}
-	for a := more; a != nil; a = a.next {
-		a.f()
+	for f := range more {
+		(*f)()
 	}
 }
 
@@ -107,19 +104,16 @@ func (c *attemptCtx) end(why int) {
 // reports whether the attempt was still running.
 func (c *attemptCtx) stopTimeout() bool {
 	c.mu.Lock()
-	alive := c.why == running
+	defer c.mu.Unlock()
 	c.stopped = true
-	t := c.timer
-	c.timer = nil
-	c.mu.Unlock()
-	if t != nil {
-		t.Stop()
+	if c.timer != nil {
+		c.timer.Stop() // never waits for the timer's end: that takes mu
+		c.timer = nil
 	}
-	return alive && c.parent.Err() == nil
+	return c.why == running && c.parent.Err() == nil
 }
 
-// release ends the attempt once its result is no longer needed. It may be
-// called more than once.
+// release ends the attempt once its result is no longer needed, if not yet.
 func (c *attemptCtx) release() { c.end(released) }
 
 // timedOut reports whether the attempt's own timeout ended it.
@@ -223,56 +217,33 @@ func (s *keySpy) Value(key any) any         { s.key = key; return nil }
 // registration (net/http makes one per attempt) costs no allocation, and
 // its stop never keeps f from running: the context package ignores what
 // stop reports, and f then cancels a context cancelled already. Later ones
-// get a stop that unlinks them, so contexts derived and cancelled in turn
+// get a stop that forgets them, so contexts derived and cancelled in turn
 // leave nothing behind.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
 	case c.why != running:
-		c.mu.Unlock()
 		go f() // the context package holds a lock f takes: f cannot run here
 		return notStopped
 	case c.first == nil:
 		c.first = f
-		c.mu.Unlock()
 		return notStopped
 	}
-	a := &afterFunc{c: c, f: f, next: c.more}
-	if a.next != nil {
-		a.next.prev = a
+	if c.more == nil {
+		c.more = make(map[*func()]struct{})
 	}
-	c.more = a
-	c.mu.Unlock()
-	return a.stop
+	key := &f
+	c.more[key] = struct{}{}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, waiting := c.more[key] // end takes the map before it runs them
+		delete(c.more, key)
+		return waiting
+	}
 }
 
 // notStopped is the stop of a registration that runs, or has run, when the
 // attempt ends.
 func notStopped() bool { return false }
-
-// afterFunc is a registration after the first, in a list its stop unlinks
-// it from.
-type afterFunc struct {
-	c          *attemptCtx
-	f          func()
-	prev, next *afterFunc
-}
-
-func (a *afterFunc) stop() bool {
-	c := a.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.why != running || (a.prev == nil && c.more != a) {
-		return false // f runs, or ran, or was stopped already
-	}
-	if a.prev != nil {
-		a.prev.next = a.next
-	} else {
-		c.more = a.next
-	}
-	if a.next != nil {
-		a.next.prev = a.prev
-	}
-	a.prev, a.next = nil, nil
-	return true
-}

@@ -73,10 +73,7 @@ func TestAttemptForgetsCancelledChildren(t *testing.T) {
 		cancel()
 	}
 	c.mu.Lock()
-	n := 0
-	for a := c.more; a != nil; a = a.next {
-		n++
-	}
+	n := len(c.more)
 	c.mu.Unlock()
 	if n > 0 {
 		t.Errorf("%d cancelled children still registered with the attempt", n)
@@ -105,7 +102,7 @@ func TestAttemptStress(t *testing.T) {
 				kmu.Unlock()
 			},
 			func() { c.release() },
-			func() { c.expire() },
+			func() { c.end(timedOut) },
 			func() { c.stopTimeout() },
 			func() { _ = c.timedOut() },
 			func() {

@@ -233,7 +233,8 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	if c.more == nil {
 		c.more = make(map[*func()]struct{})
 	}
-	key := &f
+	key := new(func()) // not &f: f would move to the heap on every call
+	*key = f
 	c.more[key] = struct{}{}
 	return func() bool {
 		c.mu.Lock()
@@ -244,6 +245,5 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// notStopped is the stop of a registration that runs, or has run, when the
-// attempt ends.
+// notStopped is the stop of a registration that always runs, or has run.
 func notStopped() bool { return false }

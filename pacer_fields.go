@@ -115,9 +115,10 @@ func parseRFC3339(v string) (time.Time, error) {
 
 // unixUTC is time.Date(year, month, day, hh, mm, ss, 0, time.UTC) for the
 // fields a date parser checked (year 0 to 9999, month 1 to 12, day 1 to
-// 31, a time of day up to 23:59:60), a fifth of its cost: most of an
-// observation's, for the formats that send dates. A day past the month's
-// end, or a 60th second, rolls over as time.Date's does.
+// 31, a time of day up to 23:59:60), at about half its cost (14 against
+// 24 ns here); the formats that send dates read two or three per response.
+// A day past the month's end, or a 60th second, rolls over as time.Date's
+// does.
 func unixUTC(year, month, day, hh, mm, ss int) time.Time {
 	// Days since 0000-03-01 in the proleptic Gregorian calendar, the
 	// year starting in March so that a leap day ends it: 400 years are

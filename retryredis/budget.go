@@ -73,7 +73,7 @@ local fresh = false
 if not last or s - last >= 10 then
   -- A new budget, or one idle for a whole window: nothing in it counts.
   d, r, fresh = 0, 0, true
-  for j = 0, 9 do tags[j], ds[j], rs[j] = nil, nil, nil end
+  tags, ds, rs = {}, {}, {}
   tags[c], ds[c], rs[c] = s, 0, 0
   put(T[c + 1], s)
   last = s

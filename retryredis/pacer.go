@@ -140,9 +140,7 @@ func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, ma
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving %v tokens: want a finite number, 0 or more", tokens)
 	}
 	rk := s.Key(key)
-	// Capped where the script's doubles still count microseconds exactly;
-	// no wait is that long.
-	maxw := min(max(micros(maxWait), 0), maxScriptMicros)
+	maxw := micros(max(maxWait, 0))
 	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl, maxw).Slice()
 	if err != nil {
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
@@ -162,23 +160,26 @@ func (s *PacerStore) Learn(ctx context.Context, key string, r retry.PaceReport) 
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, 18)
-	for _, l := range [...]struct {
+	dims := [...]struct {
 		name string
 		l    *retry.PaceLimit
-	}{{"requests", &r.Requests}, {"tokens", &r.Tokens}} {
-		if err := checkLimit(l.l); err != nil {
-			return fmt.Errorf("retryredis: learning %s: %w", l.name, err)
+	}{{"requests", &r.Requests}, {"tokens", &r.Tokens}}
+	for _, d := range dims {
+		if err := checkLimit(d.l); err != nil {
+			return fmt.Errorf("retryredis: learning %s: %w", d.name, err)
 		}
-		args = append(args, formatFloat(l.l.Limit), formatFloat(l.l.Remaining), formatFloat(l.l.Rate),
-			micros(l.l.Window), micros(l.l.Reset),
-			formatFloat(l.l.Mark.Level), formatFloat(l.l.Mark.Corrected), l.l.Mark.Epoch)
 	}
 	if r.Block < 0 {
 		return fmt.Errorf("retryredis: learning a block of %v: it must not be negative", r.Block)
 	}
 	if r.Requests.Limit == 0 && r.Tokens.Limit == 0 && r.Block == 0 {
 		return nil // a report of nothing changes nothing
+	}
+	args := make([]any, 0, 18)
+	for _, d := range dims {
+		l := d.l
+		args = append(args, formatFloat(l.Limit), formatFloat(l.Remaining), formatFloat(l.Rate),
+			micros(l.Window), micros(l.Reset), formatFloat(l.Mark.Level), formatFloat(l.Mark.Corrected), l.Mark.Epoch)
 	}
 	args = append(args, micros(r.Block), ttl)
 	rk := s.Key(key)
@@ -255,19 +256,19 @@ func durationOfMicros(us float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// micros is d in whole microseconds, rounded up: a Retry-After or a
-// window's end is never brought forward.
 // maxScriptMicros is the longest time in microseconds sent to a script:
 // about 285 years, within a double's exact integers and written without an
 // exponent.
 const maxScriptMicros = 1 << 53
 
+// micros is d in whole microseconds, rounded up (a Retry-After or a
+// window's end is never brought forward), at most maxScriptMicros.
 func micros(d time.Duration) int64 {
 	us := d / time.Microsecond
 	if d%time.Microsecond != 0 {
 		us++
 	}
-	return int64(us)
+	return min(int64(us), maxScriptMicros)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

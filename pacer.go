@@ -154,20 +154,8 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 	if p.Key != nil {
 		return maphash.String(p.seed, p.Key(req))
 	}
-	host := req.Host
-	if req.URL != nil && req.URL.Host != "" {
-		host = req.URL.Host
-	}
-	// The first credential header present is the credential: an API
-	// sends one of them. The lookups are most of the cost: the common
-	// header is looked up first, the others only when it is absent.
-	h := req.Header
-	vs, i := h["Authorization"], uint64(1)
-	if len(vs) == 0 {
-		if vs, i = h["X-Api-Key"], 2; len(vs) == 0 {
-			vs, i = h["Api-Key"], 3
-		}
-	}
+	host := requestHost(req)
+	vs, i := credential(req.Header)
 	if len(vs) == 1 {
 		// The common case: one hash of both parts costs less than one
 		// each, and i keeps a value in one header apart from the same
@@ -181,6 +169,24 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 		sum = (sum^i)*0x9e3779b97f4a7c15 + maphash.String(p.seed, v)
 	}
 	return sum
+}
+
+// credential returns the values of the first credential header h has, and
+// which header it is (1 to 3), or none and 0: an API sends one of them.
+// The in-process key and the store's key both come from it. The lookups
+// are most of a key's cost: the common header is looked up first, the
+// others only when it is absent.
+func credential(h http.Header) ([]string, uint64) {
+	if vs := h["Authorization"]; len(vs) > 0 {
+		return vs, 1
+	}
+	if vs := h["X-Api-Key"]; len(vs) > 0 {
+		return vs, 2
+	}
+	if vs := h["Api-Key"]; len(vs) > 0 {
+		return vs, 3
+	}
+	return nil, 0
 }
 
 // reserve takes req's place in its key's queue at now and returns how long

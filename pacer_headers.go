@@ -225,7 +225,7 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 	}
 	remaining, ok2 := headerCount(h, "X-Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "X-Ratelimit-Reset")
-	if !ok1 || !ok2 || !ok3 || secs > 1<<40 {
+	if !ok2 || !ok3 || secs > 1<<40 {
 		return rateObs{}
 	}
 	date := responseDate(h, now)
@@ -256,7 +256,7 @@ func parseIETFLegacy(h http.Header) rateObs {
 	}
 	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "Ratelimit-Reset")
-	if !ok1 || !ok2 || !ok3 {
+	if !ok2 || !ok3 {
 		return rateObs{}
 	}
 	var limit, w float64
@@ -279,10 +279,7 @@ func parseIETFLegacy(h http.Header) rateObs {
 	if !ok || secs > maxPacerReset.Seconds() {
 		return rateObs{}
 	}
-	if w > 0 && w <= maxPacerReset.Seconds() {
-		return rateObs{requests: bucketObs(limit, remaining, reset, limit/w, time.Second)}
-	}
-	return rateObs{requests: windowObs(limit, remaining, reset, time.Second)}
+	return rateObs{requests: ietfObs(limit, remaining, reset, w)}
 }
 
 // ietfPolicy is one quota policy of a RateLimit-Policy field.
@@ -369,12 +366,7 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 			if !it.hasR || t > maxPacerReset.Seconds() {
 				break
 			}
-			var obs limitObs
-			if p.w > 0 && p.w <= maxPacerReset.Seconds() {
-				obs = bucketObs(p.q, r, time.Duration(t*float64(time.Second)), p.q/p.w, time.Second)
-			} else {
-				obs = windowObs(p.q, r, time.Duration(t*float64(time.Second)), time.Second)
-			}
+			obs := ietfObs(p.q, r, time.Duration(t*float64(time.Second)), p.w)
 			dst := &o.requests
 			if p.dim == 1 {
 				dst = &o.tokens
@@ -385,6 +377,16 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 		}
 	}
 	return o
+}
+
+// ietfObs is what the IETF fields say of a quota of q per w seconds with
+// remaining left and reset to go: a bucket refilling at q/w, or a fixed
+// window when w is absent or out of range.
+func ietfObs(q, remaining float64, reset time.Duration, w float64) limitObs {
+	if w > 0 && w <= maxPacerReset.Seconds() {
+		return bucketObs(q, remaining, reset, q/w, time.Second)
+	}
+	return windowObs(q, remaining, reset, time.Second)
 }
 
 // bucketObs checks a token bucket's numbers: a limit of 0 or less, a

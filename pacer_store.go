@@ -208,17 +208,16 @@ func (p *Pacer) storeKey(req *http.Request) string {
 		return p.Key(req)
 	}
 	host := requestHost(req)
-	for _, k := range [...]string{"Authorization", "X-Api-Key", "Api-Key"} {
-		if vs := req.Header[k]; len(vs) > 0 {
-			h := sha256.New()
-			for _, v := range vs {
-				h.Write([]byte(v))
-				h.Write([]byte{0})
-			}
-			return host + "#" + hex.EncodeToString(h.Sum(nil)[:12])
-		}
+	vs, _ := credential(req.Header)
+	if len(vs) == 0 {
+		return host
 	}
-	return host
+	h := sha256.New()
+	for _, v := range vs {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	return host + "#" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // report describes b, as just taught by an observation at now that said

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -34,7 +35,6 @@ func main() {
 	// synctest.Test needs a *testing.T, which only the testing package
 	// makes: the simulation runs as the one test of testing.Main, whose own
 	// report ("PASS") goes to /dev/null while the table goes to stdout.
-	var failure error
 	quota := func(t *testing.T) {
 		var results []Result
 		synctest.Test(t, func(*testing.T) {
@@ -42,18 +42,15 @@ func main() {
 				results = append(results, Run(o.cfg, s))
 			}
 		})
-		failure = report(out, o, results)
+		if err := report(out, o, results); err != nil {
+			fmt.Fprintln(os.Stderr, "quota:", err)
+			t.Fail() // testing.Main then exits with 1
+		}
 	}
 	os.Args = os.Args[:1] // the testing package parses them too
 	if null, err := os.Open(os.DevNull); err == nil {
 		os.Stdout = null
 	}
-	defer func() {
-		if failure != nil {
-			fmt.Fprintln(os.Stderr, "quota:", failure)
-			os.Exit(1)
-		}
-	}()
 	testing.Main(func(string, string) (bool, error) { return true, nil },
 		[]testing.InternalTest{{Name: "Quota", F: quota}}, nil, nil)
 }
@@ -82,7 +79,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case !validFormat(c.Format):
+	case !slices.Contains(Formats, c.Format):
 		return o, fmt.Errorf("-format %q: want one of %v", c.Format, Formats)
 	case c.Callers < 1 || c.Callers > 10000:
 		return o, fmt.Errorf("-callers %d: want 1 to 10000", c.Callers)
@@ -92,15 +89,6 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		return o, fmt.Errorf("-rpm %v -tpm %v: want at least 1 request and %d tokens", c.RPM, c.TPM, c.CostMax)
 	}
 	return o, nil
-}
-
-func validFormat(f string) bool {
-	for _, v := range Formats {
-		if f == v {
-			return true
-		}
-	}
-	return false
 }
 
 func report(out io.Writer, o options, results []Result) error {

@@ -46,13 +46,9 @@ type Result struct {
 	Strategy string
 	Attempts int     // sent to the server
 	Refused  int     // of them, answered 429
-	Calls    int     // finished
 	Failed   int     // finished without a 200
 	Goodput  float64 // what succeeded, as a share of the quota over the run
 	P50, P99 time.Duration
-	// PerMinute is the goodput of each simulated minute, as a share of a
-	// minute's quota, for the chart.
-	PerMinute []float64
 }
 
 // RefusedShare is Refused as a share of Attempts.
@@ -70,12 +66,11 @@ func Run(cfg Config, strategy string) Result {
 	srv := NewServer(cfg.Format, cfg.RPM, cfg.TPM, cfg.Seed)
 	srv.Queue = strategy == StrategyIdeal
 	tr := newTransport(srv, strategy)
-	start := time.Now()
-	end := start.Add(cfg.Duration)
+	end := time.Now().Add(cfg.Duration)
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
-		res       = Result{Strategy: strategy, PerMinute: make([]float64, int(cfg.Duration/time.Minute)+1)}
+		res       = Result{Strategy: strategy}
 		good      float64
 	)
 	var wg sync.WaitGroup
@@ -88,14 +83,11 @@ func Run(cfg Config, strategy string) Result {
 				ok := call(tr, cost)
 				done := time.Now()
 				mu.Lock()
-				res.Calls++
 				latencies = append(latencies, done.Sub(began))
 				if !ok {
 					res.Failed++
-				} else if done.Before(end) || done.Equal(end) {
-					g := goodputOf(cfg, cost)
-					good += g
-					res.PerMinute[int(done.Sub(start)/time.Minute)] += g
+				} else if !done.After(end) {
+					good += goodputOf(cfg, cost)
 				}
 				mu.Unlock()
 				if !ok && done.Sub(began) < time.Second {
@@ -116,10 +108,6 @@ func Run(cfg Config, strategy string) Result {
 		quota = minutes
 	}
 	res.Goodput = good / quota
-	for i := range res.PerMinute {
-		res.PerMinute[i] = min(res.PerMinute[i], 2)
-	}
-	res.PerMinute = res.PerMinute[:int(minutes)]
 	slices.Sort(latencies)
 	res.P50, res.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
 	return res

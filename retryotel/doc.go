@@ -24,7 +24,8 @@
 // failed), retry.delay (the sleep before the next, in seconds),
 // retry.from_retry_after (whether the server's hint set it) and error.type;
 // a call that gives up adds "retry.give_up" with retry.reason,
-// retry.attempts and, when the call returned an error, error.type.
+// retry.attempts and, when the call failed, error.type: its error, or the
+// retryable status it gave up on.
 //
 // # Metrics
 //
@@ -37,7 +38,7 @@
 //	retry.client.call.pacer_wait       histogram s        time waited for the Pacer, calls that waited
 //
 // Their attributes are server.address and http.request.method for a
-// Transport's call, and error.type when the call returned an error; nothing
+// Transport's call, and error.type when the call failed, as above; nothing
 // of high cardinality. docs/observability.md in the repository is the full
 // guide.
 //

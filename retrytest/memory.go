@@ -35,7 +35,7 @@ const memoryHost = "retrytest.invalid"
 func NewMemoryServer(t testing.TB, steps ...Step) *Server {
 	t.Helper()
 	l := &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-	s := &Server{quit: make(chan struct{}), steps: steps, idle: make(map[net.Conn]struct{})}
+	s := newServer(steps)
 	s.Server = &httptest.Server{
 		Listener: l,
 		Config:   &http.Server{Handler: http.HandlerFunc(s.serve), ConnState: s.connState},
@@ -44,11 +44,7 @@ func NewMemoryServer(t testing.TB, steps ...Step) *Server {
 	// Start built the client; point it at the listener. Keep-alives stay
 	// on, so Conns counts connections as it does on loopback.
 	s.Client().Transport.(*http.Transport).DialContext = l.dial
-	t.Cleanup(func() {
-		close(s.quit)
-		s.CloseClientConnections()
-		s.Close()
-	})
+	s.closeAtEnd(t)
 	return s
 }
 

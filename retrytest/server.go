@@ -97,7 +97,7 @@ type Request struct {
 	Body   []byte      // read in full before the step ran (see ResetRequestAfter)
 }
 
-// Server is a loopback HTTP server that answers each request with the next
+// Server is an HTTP server, on loopback or in memory, that answers each request with the next
 // Step of its script; when the script is used up, the last step answers
 // every further request (an empty script answers 200). It counts requests
 // and new connections. Its methods are safe for concurrent use.
@@ -130,7 +130,7 @@ func NewTLSServer(t testing.TB, steps ...Step) *Server {
 
 func start(t testing.TB, tls bool, steps []Step) *Server {
 	t.Helper()
-	s := &Server{quit: make(chan struct{}), steps: steps, idle: make(map[net.Conn]struct{})}
+	s := newServer(steps)
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.Config.ConnState = s.connState
 	if tls {
@@ -139,12 +139,22 @@ func start(t testing.TB, tls bool, steps []Step) *Server {
 	} else {
 		s.Start()
 	}
+	s.closeAtEnd(t)
+	return s
+}
+
+// newServer returns a Server of steps, not yet started.
+func newServer(steps []Step) *Server {
+	return &Server{quit: make(chan struct{}), steps: steps, idle: make(map[net.Conn]struct{})}
+}
+
+// closeAtEnd frees s's hung handlers and closes it when t ends.
+func (s *Server) closeAtEnd(t testing.TB) {
 	t.Cleanup(func() {
 		close(s.quit)
 		s.CloseClientConnections()
 		s.Close()
 	})
-	return s
 }
 
 // Script replaces the steps still to play with steps.

@@ -33,9 +33,13 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 		return
 	}
 	slices.Sort(d)
-	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))]) / 1e3 }
-	b.ReportMetric(at(0.50), "p50-µs")
-	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(percentile(d, 0.50), "p50-µs")
+	b.ReportMetric(percentile(d, 0.99), "p99-µs")
+}
+
+// percentile returns the q-th quantile of d, sorted, in microseconds.
+func percentile(d []time.Duration, q float64) float64 {
+	return float64(d[int(q*float64(len(d)-1))]) / 1e3
 }
 
 // hotGoroutines is how many goroutines the hot-key benchmarks run at once:
@@ -96,15 +100,20 @@ func BenchmarkStoreHotKey(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(began).Seconds(), "ops/s")
 }
 
-// countingStore counts the settlements a Budget makes.
+// countingStore counts the settlements a Budget makes (n), and those that
+// succeed (ok).
 type countingStore struct {
 	retry.BudgetStore
-	n atomic.Int64
+	n, ok atomic.Int64
 }
 
 func (c *countingStore) Settle(ctx context.Context, s retry.BudgetSettlement) (retry.BudgetLease, error) {
 	c.n.Add(1)
-	return c.BudgetStore.Settle(ctx, s)
+	l, err := c.BudgetStore.Settle(ctx, s)
+	if err == nil {
+		c.ok.Add(1)
+	}
+	return l, err
 }
 
 // BenchmarkBudgetCall is what a call that fails once costs the Budget: a

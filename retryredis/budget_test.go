@@ -303,27 +303,13 @@ func TestBudgetThroughStore(t *testing.T) {
 	}
 }
 
-// okStore counts the settlements of a store that succeed.
-type okStore struct {
-	retry.BudgetStore
-	ok atomic.Int32
-}
-
-func (s *okStore) Settle(ctx context.Context, r retry.BudgetSettlement) (retry.BudgetLease, error) {
-	l, err := s.BudgetStore.Settle(ctx, r)
-	if err == nil {
-		s.ok.Add(1)
-	}
-	return l, err
-}
-
 // TestBudgetBackToRedis: a Budget that fell back while Redis was down
 // returns to the shared budget when Redis answers again, asked in the
 // background by its first attempts.
 func TestBudgetBackToRedis(t *testing.T) {
 	t.Parallel()
 	m, redisStore := newMini(t)
-	store := &okStore{BudgetStore: redisStore}
+	store := &countingStore{BudgetStore: redisStore}
 	var fallbacks atomic.Int32
 	b := &retry.Budget{Ratio: 0.5, MinPerSecond: 0.4, Window: 10 * time.Second, Store: store,
 		StoreTimeout: time.Second, OnFallback: func(error) { fallbacks.Add(1) }}

@@ -238,12 +238,7 @@ func (b *Budget) start() {
 	b.width = max(b.window()/budgetBuckets, 1)
 }
 
-func (b *Budget) now() time.Time {
-	if b.Clock == nil {
-		return time.Now()
-	}
-	return b.Clock.Now()
-}
+func (b *Budget) now() time.Time { return nowOn(b.Clock) }
 
 func (b *Budget) ratio() float64 {
 	if b.Ratio == 0 {

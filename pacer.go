@@ -131,13 +131,8 @@ type paceTicket struct {
 	marks    [2]PaceMark // the Store's marks, requests and tokens, when it reserved
 }
 
-// now reads c, or the real clock when c is nil, in Unix nanoseconds.
-func pacerNow(c clockwork.Clock) int64 {
-	if c == nil {
-		return time.Now().UnixNano()
-	}
-	return c.Now().UnixNano()
-}
+// pacerNow is nowOn in Unix nanoseconds, the Pacer's unit of time.
+func pacerNow(c clockwork.Clock) int64 { return nowOn(c).UnixNano() }
 
 // lookup returns the state of req's key, or nil when nothing is known of it.
 func (p *Pacer) lookup(req *http.Request) *paceKey {

@@ -386,11 +386,14 @@ func (p *Policy) since(t time.Time) time.Duration {
 	return p.Clock.Since(t)
 }
 
-func (p *Policy) now() time.Time {
-	if p.Clock == nil {
+func (p *Policy) now() time.Time { return nowOn(p.Clock) }
+
+// nowOn reads c, or the real clock when c is nil.
+func nowOn(c clockwork.Clock) time.Time {
+	if c == nil {
 		return time.Now()
 	}
-	return p.Clock.Now()
+	return c.Now()
 }
 
 func orDefault[T int | time.Duration](v, def T) T {

@@ -3,9 +3,7 @@ package retryredis
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -281,39 +279,9 @@ func runPacerFleet(t *testing.T, addr string, kill func()) *pacerRun {
 	ctx, cancel := context.WithDeadline(context.Background(), stop.Add(time.Minute)) // a stuck child is killed
 	defer cancel()
 	name := uniqueName(t)
-	outs := make([]*bytes.Buffer, fleetProcesses)
-	cmds := make([]*exec.Cmd, fleetProcesses)
-	for i := range cmds {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetPacerChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "RETRYREDIS_PACER_CHILD=1", "RETRYREDIS_PACER_URL="+srv.URL,
-			"RETRYREDIS_PACER_REDIS="+addr, "RETRYREDIS_PACER_NAME="+name,
-			fmt.Sprintf("RETRYREDIS_PACER_TIMES=%d,%d,%d", start.UnixNano(), cut.UnixNano(), stop.UnixNano()))
-		outs[i] = new(bytes.Buffer)
-		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[i] = cmd
-	}
-	time.Sleep(time.Until(cut))
-	if kill != nil {
-		kill()
-	}
-	for i, cmd := range cmds {
-		err := cmd.Wait()
-		r, ok := parseChildResult[pacerResult](outs[i].String(), pacerTag)
-		if err != nil || !ok {
-			t.Fatalf("child %d: %v; output:\n%s", i, err, outs[i])
-		}
-		run.results = append(run.results, r)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, out := range outs {
-				t.Logf("child %d:\n%s", i, out)
-			}
-		}
-	})
+	run.results = runChildren[pacerResult](t, ctx, "TestFleetPacerChild", pacerTag, []string{
+		"RETRYREDIS_PACER_CHILD=1", "RETRYREDIS_PACER_URL=" + srv.URL, "RETRYREDIS_PACER_REDIS=" + addr,
+		"RETRYREDIS_PACER_NAME=" + name, "RETRYREDIS_PACER_TIMES=" + fleetTimes(start, cut, stop)}, cut, kill)
 	return run
 }
 
@@ -323,11 +291,7 @@ func TestFleetPacerChild(t *testing.T) {
 	if os.Getenv("RETRYREDIS_PACER_CHILD") == "" {
 		t.Skip("a child of TestFleetPacer")
 	}
-	var ns [3]int64
-	if _, err := fmt.Sscanf(os.Getenv("RETRYREDIS_PACER_TIMES"), "%d,%d,%d", &ns[0], &ns[1], &ns[2]); err != nil {
-		t.Fatalf("RETRYREDIS_PACER_TIMES=%q: %v", os.Getenv("RETRYREDIS_PACER_TIMES"), err)
-	}
-	start, cut, stop := time.Unix(0, ns[0]), time.Unix(0, ns[1]), time.Unix(0, ns[2])
+	start, cut, stop := childTimes(t, "RETRYREDIS_PACER_TIMES")
 	var fallbacks [2]atomic.Int64 // by phase
 	client, closeClient := pacerClient(func(error) { fallbacks[min(phaseAt(time.Now(), cut, stop), phaseAlone)].Add(1) })
 	defer closeClient()
@@ -348,11 +312,7 @@ func TestFleetPacerChild(t *testing.T) {
 	}
 	wg.Wait()
 	r.Fallbacks = [2]int64{fallbacks[0].Load(), fallbacks[1].Load()}
-	out, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Stdout.Write(append([]byte(pacerTag), append(out, '\n')...))
+	writeChildResult(t, pacerTag, r)
 }
 
 // pacerClient returns the client of a child: a retry.Transport with a

@@ -6,12 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,34 +79,9 @@ func TestFleet(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	outs := make([]*bytes.Buffer, fleetProcesses)
-	cmds := make([]*exec.Cmd, fleetProcesses)
-	for i := range cmds {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetChild$", "-test.v")
-		cmd.Env = append(os.Environ(),
-			"RETRYREDIS_FLEET_CHILD=1", "RETRY_REDIS_ADDR="+px.addr(), "RETRYREDIS_FLEET_NAME="+name,
-			"RETRYREDIS_FLEET_TIMES="+strings.Join([]string{
-				strconv.FormatInt(start.UnixNano(), 10), strconv.FormatInt(cut.UnixNano(), 10),
-				strconv.FormatInt(stop.UnixNano(), 10)}, ","))
-		outs[i] = new(bytes.Buffer)
-		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[i] = cmd
-	}
-	time.Sleep(time.Until(cut))
-	px.cut()
-
-	var results []fleetResult
-	for i, cmd := range cmds {
-		err := cmd.Wait()
-		r, ok := parseChildResult[fleetResult](outs[i].String(), fleetResultTag)
-		if err != nil || !ok {
-			t.Fatalf("child %d: %v; output:\n%s", i, err, outs[i])
-		}
-		results = append(results, r)
-	}
+	results := runChildren[fleetResult](t, ctx, "TestFleetChild", fleetResultTag, []string{
+		"RETRYREDIS_FLEET_CHILD=1", "RETRY_REDIS_ADDR=" + px.addr(), "RETRYREDIS_FLEET_NAME=" + name,
+		"RETRYREDIS_FLEET_TIMES=" + fleetTimes(start, cut, stop)}, cut, px.cut)
 	checkFleet(t, results, start, cut)
 }
 
@@ -177,20 +152,80 @@ func parseChildResult[T any](out, tag string) (T, bool) {
 	return r, false
 }
 
+// runChildren runs fleetProcesses copies of the test binary, each running
+// test alone with env added, calls atCut (if any) at cut, and returns what
+// each wrote after tag. A child that fails, or writes no result, fails t
+// with its output; when t fails, every child's output is logged.
+func runChildren[T any](t *testing.T, ctx context.Context, test, tag string, env []string, cut time.Time,
+	atCut func()) []T {
+	t.Helper()
+	outs := make([]*bytes.Buffer, fleetProcesses)
+	cmds := make([]*exec.Cmd, fleetProcesses)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, out := range outs {
+				t.Logf("child %d:\n%s", i, out)
+			}
+		}
+	})
+	for i := range cmds {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v")
+		cmd.Env = append(os.Environ(), env...)
+		outs[i] = new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	time.Sleep(time.Until(cut))
+	if atCut != nil {
+		atCut()
+	}
+	results := make([]T, 0, len(cmds))
+	for i, cmd := range cmds {
+		err := cmd.Wait()
+		r, ok := parseChildResult[T](outs[i].String(), tag)
+		if err != nil || !ok {
+			t.Fatalf("child %d: %v; output:\n%s", i, err, outs[i])
+		}
+		results = append(results, r)
+	}
+	return results
+}
+
+// fleetTimes writes start, cut and stop for a child's environment;
+// childTimes reads them back from the variable v.
+func fleetTimes(start, cut, stop time.Time) string {
+	return fmt.Sprintf("%d,%d,%d", start.UnixNano(), cut.UnixNano(), stop.UnixNano())
+}
+
+func childTimes(t *testing.T, v string) (start, cut, stop time.Time) {
+	t.Helper()
+	var ns [3]int64
+	if _, err := fmt.Sscanf(os.Getenv(v), "%d,%d,%d", &ns[0], &ns[1], &ns[2]); err != nil {
+		t.Fatalf("%s=%q: %v", v, os.Getenv(v), err)
+	}
+	return time.Unix(0, ns[0]), time.Unix(0, ns[1]), time.Unix(0, ns[2])
+}
+
+// writeChildResult writes r on the line, after tag, that the parent reads
+// with parseChildResult.
+func writeChildResult(t *testing.T, tag string, r any) {
+	t.Helper()
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.Write(append([]byte(tag), append(out, '\n')...))
+}
+
 // TestFleetChild is one process of TestFleet; it runs only as its child.
 func TestFleetChild(t *testing.T) {
 	if os.Getenv("RETRYREDIS_FLEET_CHILD") == "" {
 		t.Skip("a child of TestFleet")
 	}
-	var times [3]time.Time
-	for i, f := range strings.Split(os.Getenv("RETRYREDIS_FLEET_TIMES"), ",") {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || i >= len(times) {
-			t.Fatalf("RETRYREDIS_FLEET_TIMES: %q", os.Getenv("RETRYREDIS_FLEET_TIMES"))
-		}
-		times[i] = time.Unix(0, n)
-	}
-	start, cut, stop := times[0], times[1], times[2]
+	start, cut, stop := childTimes(t, "RETRYREDIS_FLEET_TIMES")
 	// No retries in the client: the Budget falls back on its own, and a
 	// client that dials five times before it fails holds retries up for
 	// the whole StoreTimeout once Redis is gone.
@@ -272,12 +307,8 @@ func TestFleetChild(t *testing.T) {
 	r.Stopped = time.Now()
 	r.Before.Retries, r.After.Retries = retries[0].Load(), retries[1].Load()
 	mu.Lock()
-	out, err := json.Marshal(r)
-	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Stdout.Write(append([]byte(fleetResultTag), append(out, '\n')...))
+	defer mu.Unlock()
+	writeChildResult(t, fleetResultTag, r)
 }
 
 // proxy forwards TCP connections to a Redis until it is cut: then it

@@ -134,9 +134,7 @@ func TestDo(t *testing.T) {
 			if diff := cmp.Diff(tt.wantEvents, events(caller.(sdktrace.ReadOnlySpan))); diff != "" {
 				t.Errorf("caller's span events (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.wantPoints, tel.points(t)); diff != "" {
-				t.Errorf("metrics (-want +got):\n%s", diff)
-			}
+			tel.checkPoints(t, tt.wantPoints)
 		})
 	}
 }
@@ -156,9 +154,7 @@ func TestDoCanceledCall(t *testing.T) {
 		"retry.client.call.retries{error.type=canceled} count=1 sum=0",
 		"retry.client.call.retry_delay{error.type=canceled} count=1 sum=0",
 	}
-	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, want)
 }
 
 func TestPacerWaitRecordedOnlyWhenWaited(t *testing.T) {
@@ -173,9 +169,7 @@ func TestPacerWaitRecordedOnlyWhenWaited(t *testing.T) {
 		"retry.client.call.retries{} count=3 sum=0",
 		"retry.client.call.retry_delay{} count=3 sum=0",
 	}
-	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, want)
 }
 
 func TestNoCallerSpanNoEvents(t *testing.T) {
@@ -211,9 +205,7 @@ func TestGlobalProviderByDefault(t *testing.T) {
 		"retry.client.call.retries{} count=1 sum=1",
 		"retry.client.call.retry_delay{} count=1 sum=1",
 	}
-	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, want)
 }
 
 func TestConcurrentCalls(t *testing.T) {
@@ -243,9 +235,7 @@ func TestConcurrentCalls(t *testing.T) {
 		"retry.client.call.retries{} count=50 sum=50",
 		"retry.client.call.retry_delay{} count=50 sum=50",
 	}
-	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, want)
 }
 
 func TestOddRequests(t *testing.T) {
@@ -268,9 +258,7 @@ func TestOddRequests(t *testing.T) {
 				"retry.client.call.retries" + tt.want + " count=1 sum=0",
 				"retry.client.call.retry_delay" + tt.want + " count=1 sum=0",
 			}
-			if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-				t.Errorf("metrics (-want +got):\n%s", diff)
-			}
+			tel.checkPoints(t, want)
 		})
 	}
 }

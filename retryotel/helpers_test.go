@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -70,6 +71,15 @@ func (tel *telemetry) points(t testing.TB) []string {
 	}
 	sort.Strings(lines)
 	return lines
+}
+
+// checkPoints fails t unless the metrics recorded are want, in points's
+// form.
+func (tel *telemetry) checkPoints(t testing.TB, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
 }
 
 func metricLines(m metricdata.Metrics) []string {

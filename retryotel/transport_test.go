@@ -129,9 +129,7 @@ func TestTransportSpanPerAttemptAndMetrics(t *testing.T) {
 		"retry.client.call.retries{http.request.method=GET,server.address=127.0.0.1} count=1 sum=2",
 		"retry.client.call.retry_delay{http.request.method=GET,server.address=127.0.0.1} count=1 sum=0.3",
 	}
-	if diff := cmp.Diff(wantPoints, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, wantPoints)
 }
 
 func TestTransportGiveUpOnDeadline(t *testing.T) {
@@ -164,9 +162,7 @@ func TestTransportGiveUpOnDeadline(t *testing.T) {
 		"retry.client.call.retries{error.type=503,http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
 		"retry.client.call.retry_delay{error.type=503,http.request.method=GET,server.address=127.0.0.1} count=1 sum=1",
 	}
-	if diff := cmp.Diff(wantPoints, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, wantPoints)
 }
 
 func TestUserHooksCalledOnceNothingRecordedTwice(t *testing.T) {
@@ -195,9 +191,7 @@ func TestUserHooksCalledOnceNothingRecordedTwice(t *testing.T) {
 		"retry.client.call.retries{http.request.method=GET,server.address=127.0.0.1} count=1 sum=2",
 		"retry.client.call.retry_delay{http.request.method=GET,server.address=127.0.0.1} count=1 sum=0.3",
 	}
-	if diff := cmp.Diff(wantPoints, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, wantPoints)
 }
 
 func TestResendCountOutsideARetryCall(t *testing.T) {
@@ -243,9 +237,7 @@ func TestNewTransportMethodAttribute(t *testing.T) {
 				"retry.client.call.retries{http.request.method=" + tt.want + ",server.address=api.example.com} count=1 sum=0",
 				"retry.client.call.retry_delay{http.request.method=" + tt.want + ",server.address=api.example.com} count=1 sum=0",
 			}
-			if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-				t.Errorf("metrics (-want +got):\n%s", diff)
-			}
+			tel.checkPoints(t, want)
 		})
 	}
 }
@@ -283,7 +275,5 @@ func TestRecipeKeepsDialErrorsRetryable(t *testing.T) {
 		"retry.client.call.retries{error.type=*net.OpError,http.request.method=POST,server.address=127.0.0.1} count=1 sum=2",
 		"retry.client.call.retry_delay{error.type=*net.OpError,http.request.method=POST,server.address=127.0.0.1} count=1 sum=1.5",
 	}
-	if diff := cmp.Diff(want, tel.points(t)); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	tel.checkPoints(t, want)
 }

@@ -47,8 +47,9 @@ import (
 // the real clock) dates the Pacer's readings, and its Sleep, when set, does
 // the waiting; Transports that share a Pacer must share a clock. Waits also
 // run under testing/synctest. The Pacer remembers at most 1,024 keys;
-// beyond that, keys with nothing in flight are forgotten first, and new
-// keys go unpaced. docs/pacing.md is the guide.
+// beyond that, a new key takes the place of the least recently used one
+// with nothing in flight and no Retry-After running, or, when there is
+// none, goes unpaced. docs/pacing.md is the guide.
 //
 // A Pacer must not be copied after first use, and its fields must not
 // change once it is in use.
@@ -107,8 +108,9 @@ type PaceEvent struct {
 	RetryAfter bool          // the wait honours a Retry-After that the key's server sent
 }
 
-// maxPacerKeys bounds the keys a Pacer remembers; keys with nothing in
-// flight are forgotten first, and beyond it new keys are not paced.
+// maxPacerKeys bounds the keys a Pacer remembers. A new key beyond it
+// takes the place of the least recently used key that has nothing in
+// flight and no Retry-After running; when there is none, it is not paced.
 const maxPacerKeys = 1024
 
 // paceKey is the state of one key.
@@ -118,6 +120,7 @@ type paceKey struct {
 	tokens   bucket
 	blocked  int64 // Unix nanoseconds: the end of a Retry-After; every caller waits for it
 	inflight int   // requests granted whose response has not come
+	used     int64 // Unix nanoseconds: the last reservation; the least recently used key is forgotten first
 	resource string
 }
 
@@ -127,6 +130,7 @@ type paceTicket struct {
 	k        *paceKey
 	cost     float64
 	sent     bool        // the request went out: what it took is spent
+	due      [2]uint32   // the windows the request and its tokens belong to (see bucket.due)
 	req, tok snapshot    // taken when it went out
 	marks    [2]PaceMark // the Store's marks, requests and tokens, when it reserved
 }
@@ -205,9 +209,42 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock,
 	defer k.mu.Unlock()
 	t.k, t.cost = k, cost
 	k.inflight++
-	wait := k.requests.take(1, now)
+	k.used = now
+	var wait time.Duration
+	wait, t.due[0] = k.requests.take(1, now)
 	if cost > 0 {
-		wait = max(wait, k.tokens.take(cost, now))
+		var w time.Duration
+		w, t.due[1] = k.tokens.take(cost, now)
+		wait = max(wait, w)
+	}
+	if b := time.Duration(k.blocked - now); b > wait {
+		return b, true
+	}
+	if wait <= 0 {
+		k.send(t, now)
+	}
+	return wait, false
+}
+
+// ready is called when t's wait has ended: it records the request as sent
+// and returns 0, or returns how much longer it must wait, and whether that
+// is a Retry-After's; force sends it whatever the buckets say. Responses that came during the wait may have shown
+// that a window ends later, or brought a Retry-After.
+func (p *Pacer) ready(t *paceTicket, clock clockwork.Clock, force bool) (time.Duration, bool) {
+	k := t.k
+	if k == nil {
+		return 0, false
+	}
+	now := pacerNow(clock)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if force {
+		k.send(t, now)
+		return 0, false
+	}
+	wait := k.requests.due(t.due[0], now)
+	if t.cost > 0 {
+		wait = max(wait, k.tokens.due(t.due[1], now))
 	}
 	if b := time.Duration(k.blocked - now); b > wait {
 		return b, true
@@ -226,17 +263,7 @@ func (p *Pacer) cost(req *http.Request) float64 {
 	return float64(max(p.Cost(req), 0))
 }
 
-// send records t's request as sent, after its wait.
-func (p *Pacer) send(t *paceTicket, clock clockwork.Clock) {
-	if k := t.k; k != nil {
-		now := pacerNow(clock)
-		k.mu.Lock()
-		k.send(t, now)
-		k.mu.Unlock()
-	}
-}
-
-// send is Pacer.send with k.mu held.
+// send records t's request as sent at now; k.mu is held.
 func (k *paceKey) send(t *paceTicket, now int64) {
 	t.req = k.requests.send(1, now)
 	if t.cost > 0 {
@@ -275,39 +302,50 @@ func (p *Pacer) release(t *paceTicket) {
 	}
 }
 
-// observe learns from the response to t's attempt. pol dates the headers
-// and jitters a Retry-After; room is as for reserve.
-func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, pol *Policy, room time.Duration) {
+// observe learns from the response to t's attempt, dated by clock. hold,
+// when positive, is the Retry-After (jittered) for which every caller of
+// the key waits; room is as for reserve.
+func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, clock clockwork.Clock, hold, room time.Duration) {
 	k := t.k
 	h := resp.Header
 	if len(h) == 0 {
 		p.release(t)
 		return
 	}
-	now := pacerNow(pol.Clock)
+	now := pacerNow(clock)
 	o := parseRateHeaders(h, time.Unix(0, now), &p.policies)
-	var block time.Duration
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if d, ok := ParseRetryAfter(h, time.Unix(0, now)); ok && d > 0 && d <= maxPacerReset {
-			block = pol.jitterHint(d)
-		}
-	}
-	if o.empty() && block == 0 {
+	if o.empty() && hold <= 0 {
 		p.release(t)
 		return
 	}
 	if k == nil {
 		if k = p.lookup(req); k == nil {
-			if k = p.add(req); k == nil {
+			if k = p.add(req, now); k == nil {
 				return
 			}
 		}
 	}
-	r := p.learn(k, t, &o, block, now)
+	r := p.learn(k, t, &o, max(hold, 0), now)
 	if p.storeOn() && room > 0 {
 		p.storeLearn(req, r, room)
 	}
 }
+
+// holdsKey reports a status whose Retry-After holds every caller of the
+// key, not only the one refused: a rate limit (429, and GitHub's secondary
+// limit, a 403 with Retry-After, where going on risks the integration) or
+// an overloaded server (503, and Anthropic's 529).
+func holdsKey(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, statusOverloaded:
+		return true
+	}
+	return false
+}
+
+// statusOverloaded is Anthropic's status for an API overloaded for
+// everyone.
+const statusOverloaded = 529
 
 // learn moves k to the observation o and the Retry-After block at now,
 // ends t's slot, and returns what k learned, for a store.
@@ -340,9 +378,9 @@ func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration
 	return r
 }
 
-// add returns the state of req's key, creating it; nil when the Pacer
-// holds as many keys as it may.
-func (p *Pacer) add(req *http.Request) *paceKey {
+// add returns the state of req's key, creating it at now; nil when the
+// Pacer holds as many keys as it may and none can be forgotten.
+func (p *Pacer) add(req *http.Request, now int64) *paceKey {
 	id := p.hash(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -353,25 +391,36 @@ func (p *Pacer) add(req *http.Request) *paceKey {
 	if k, ok := old[id]; ok {
 		return k
 	}
+	var drop uint64
+	if len(old) >= maxPacerKeys {
+		var ok bool
+		if drop, ok = leastUsedIdle(old, now); !ok {
+			return nil
+		}
+	}
 	m := make(map[uint64]*paceKey, len(old)+1)
 	for id, k := range old {
 		m[id] = k
 	}
-	if len(m) >= maxPacerKeys {
-		for id, k := range m {
-			k.mu.Lock()
-			idle := k.inflight == 0
-			k.mu.Unlock()
-			if idle {
-				delete(m, id)
-			}
-		}
-		if len(m) >= maxPacerKeys {
-			return nil
-		}
-	}
-	k := new(paceKey)
+	delete(m, drop)
+	k := &paceKey{used: now}
 	m[id] = k
 	p.keys.Store(&m)
 	return k
+}
+
+// leastUsedIdle returns the key of m that was reserved least recently and
+// has nothing in flight and no Retry-After running at now.
+func leastUsedIdle(m map[uint64]*paceKey, now int64) (uint64, bool) {
+	var id uint64
+	found, oldest := false, int64(0)
+	for i, k := range m {
+		k.mu.Lock()
+		idle, used := k.inflight == 0 && k.blocked <= now, k.used
+		k.mu.Unlock()
+		if idle && (!found || used < oldest) {
+			id, oldest, found = i, used, true
+		}
+	}
+	return id, found
 }

@@ -19,7 +19,7 @@ func BenchmarkPacerWaitNothingKnown(b *testing.B) {
 func BenchmarkPacerWaitUnknownKey(b *testing.B) {
 	var p Pacer
 	known, _ := http.NewRequest(http.MethodPost, "https://other.example.com/v1/x", nil)
-	p.add(known).requests.learn(&limitObs{kind: kindBucket, limit: 10, reset: time.Second}, snapshot{}, at(0))
+	p.add(known, 0).requests.learn(&limitObs{kind: kindBucket, limit: 10, reset: time.Second}, snapshot{}, at(0))
 	benchReserve(b, &p)
 }
 
@@ -67,13 +67,13 @@ func BenchmarkPacerObserve(b *testing.B) {
 			resp := &http.Response{StatusCode: 200, Header: h}
 			var pol Policy
 			var t paceTicket
-			p.observe(&t, req, resp, &pol, time.Hour) // the key exists from here on
+			p.observe(&t, req, resp, pol.Clock, 0, time.Hour) // the key exists from here on
 			var sent paceTicket
 			p.reserve(&sent, req, nil, time.Hour) // a ticket as a request holds it when its response comes
 			b.ReportAllocs()
 			for b.Loop() {
 				t = sent
-				p.observe(&t, req, resp, &pol, time.Hour)
+				p.observe(&t, req, resp, pol.Clock, 0, time.Hour)
 			}
 		})
 	}

@@ -23,6 +23,7 @@ type bucket struct {
 	limit float64   // the bucket's size, or the window's quota
 	level float64   // at time at; negative: reserved ahead of refills
 	sent  float64   // at time at: the level counting only the requests sent, as the server counts
+	total float64   // the units sent, in all: what was sent after a snapshot is total less its own
 	at    int64     // Unix nanoseconds of the last advance
 
 	// kindBucket: the refill rate in units per second, and the reset it
@@ -32,13 +33,21 @@ type bucket struct {
 	rateAt    int64
 
 	// kindWindow: when the current window ends, and how long one lasts.
-	// Servers of fixed windows do not say: the length is the least gap
-	// between two windows' ends as the server dates them (exact), or until
-	// two are seen, the longest reset seen plus its rounding (erring late).
-	resetAt     int64
-	window      time.Duration
-	windowExact bool
-	lastEnd     int64 // the latest window end seen, in the server's Unix seconds
+	// The IETF fields state the length (w). Other servers of fixed windows
+	// do not: it is the longest reset seen plus its rounding (erring late),
+	// or, when windows have passed unseen, the least gap between two
+	// windows' ends as the server dates them. A gap no longer than the
+	// rounding of the ends, or shorter than a reset seen, is the same
+	// window reported twice, not a window (servers that report the current
+	// second plus a rounded time to live make ends wobble by a second).
+	resetAt int64
+	window  time.Duration
+	stated  bool          // window came from the format: nothing refines it
+	guessed bool          // resetAt is a guess: the window began at the last end, and its length is not known
+	dated   bool          // resetAt comes from a response in this window, not from the last window's end
+	longest time.Duration // the longest reset seen, plus its rounding
+	gap     time.Duration // the least gap between two ends, 0 until one is seen
+	lastEnd int64         // the latest window end seen, in the server's Unix seconds
 
 	// corrected is the total by which observations have moved the level
 	// down; epoch changes when the level is no longer comparable with
@@ -52,6 +61,7 @@ type bucket struct {
 // whatever order the waiters woke in.
 type snapshot struct {
 	level     float64
+	total     float64 // the bucket's total once this request was counted in it
 	corrected float64
 	epoch     uint32
 	ok        bool
@@ -77,39 +87,70 @@ func (b *bucket) advance(now int64) {
 			n := (now-b.resetAt)/int64(b.window) + 1
 			// Unused quota does not carry over; reservations made for
 			// later windows do, each window's quota repaying them.
+			if b.guessed {
+				// The window's length is not known, nor so where the
+				// next one ends: the window stays until a response
+				// says (see learnWindow).
+				break
+			}
 			for i := int64(0); i < n; i++ {
-				b.level = min(b.level, 0) + b.limit
+				b.roll()
 				if b.level == b.limit {
+					b.epoch += uint32(n - 1 - i)
 					break
 				}
 			}
-			b.sent = b.limit
 			b.resetAt += n * int64(b.window)
-			b.epoch += uint32(n)
+			// Until a response dates the new window's end, its length is
+			// a guess unless the format states it or two ends showed it.
+			b.guessed = !b.stated && b.gap == 0
 		}
 	}
 	b.at = now
 }
 
 // take reserves n units at now, and returns how long the caller must wait
-// for them.
-func (b *bucket) take(n float64, now int64) time.Duration {
+// for them and, for a fixed window, the epoch of the window they belong
+// to: the caller checks it when it wakes (see due), as the window's end
+// may have moved meanwhile.
+func (b *bucket) take(n float64, now int64) (time.Duration, uint32) {
 	if b.kind == kindNone {
-		return 0
+		return 0, 0
 	}
 	b.advance(now)
 	n = min(n, b.limit) // a request larger than the limit waits for a full bucket, not forever
 	b.level -= n
 	if b.level >= 0 {
-		return 0
+		return 0, b.epoch
 	}
 	switch b.kind {
 	case kindBucket:
-		return durationOf(-b.level / b.rate)
+		return durationOf(-b.level / b.rate), b.epoch
 	default:
 		k := math.Ceil(-b.level / b.limit) // windows to wait
-		return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window
+		return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window, b.epoch + uint32(k)
 	}
+}
+
+// due returns how much longer a caller whose units belong to the window of
+// epoch e must wait at now: zero once that window has begun. The server
+// may have shown since the caller queued that a window ends later than
+// the bucket thought; the caller waits for the window, not for the time
+// it was first told.
+func (b *bucket) due(e uint32, now int64) time.Duration {
+	if b.kind != kindWindow {
+		return 0
+	}
+	b.advance(now)
+	ahead := int32(e - b.epoch) // windows still to begin; wraps safely
+	if ahead <= 0 {
+		return 0
+	}
+	wait := time.Duration(b.resetAt-now) + time.Duration(ahead-1)*b.window
+	if wait <= 0 { // a guessed end has passed, and no response has dated the window yet
+		wait = max(b.window/8, 10*time.Millisecond)
+	}
+	return wait
 }
 
 // send counts n units reserved by take as sent at now, and returns the
@@ -119,8 +160,10 @@ func (b *bucket) send(n float64, now int64) snapshot {
 		return snapshot{}
 	}
 	b.advance(now)
-	b.sent -= min(n, b.limit)
-	return snapshot{level: b.sent, corrected: b.corrected, epoch: b.epoch, ok: true}
+	n = min(n, b.limit)
+	b.sent -= n
+	b.total += n
+	return snapshot{level: b.sent, total: b.total, corrected: b.corrected, epoch: b.epoch, ok: true}
 }
 
 // untake returns n units reserved by a caller that gave up its wait.
@@ -133,6 +176,11 @@ func (b *bucket) untake(n float64) {
 // learn moves the bucket to what the server reported at now for a request
 // whose reservation took snap: down when the server has less than the
 // bucket counted, never up past it.
+//
+// The server may count requests sent together in another order than they
+// were sent: a response's remaining count can be lower than its
+// snapshot's by the requests sent after it, and that is no shortfall.
+// Only what the server lacks beyond them is another client's use.
 func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	if o.kind == kindNone {
 		return
@@ -142,26 +190,24 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 		b.reset(o, now)
 		return
 	}
+	var d float64
 	switch b.kind {
 	case kindBucket:
 		b.learnRate(o, now)
+		if snap.ok && snap.epoch == b.epoch {
+			// The server counted the request when it arrived: refills
+			// since then are not in its count, nor the requests sent
+			// after it, which it may have counted first.
+			d = snap.level - (b.total - snap.total) - (b.corrected - snap.corrected) - o.remaining
+		} else {
+			d = b.sent - o.remaining
+		}
 	case kindWindow:
-		if snap.ok && snap.epoch != b.epoch {
-			return // about a window that has ended
+		if !b.learnWindow(o, now) {
+			return
 		}
-		end := now + int64(o.reset)
-		if o.reset <= o.slack {
-			return // at the boundary: which window is unclear
-		}
-		b.learnWindow(o)
-		if d := end - b.resetAt; d > int64(o.slack) || d < -int64(o.slack) {
-			b.resetAt = end
-		}
-	}
-	var d float64
-	if snap.ok && snap.epoch == b.epoch {
-		d = snap.level - o.remaining - (b.corrected - snap.corrected)
-	} else {
+		// A window does not refill: the level counting every request
+		// sent in it is the least the server can have left.
 		d = b.sent - o.remaining
 	}
 	if d > 0 {
@@ -171,6 +217,53 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	}
 }
 
+// learnWindow takes the window's end and length from an observation at
+// now, and reports whether its remaining count is about the bucket's
+// current window: an end well before the bucket's is a window that has
+// ended, and one well after it is the server's next window, which the
+// bucket then begins at once (its own end, read from whole seconds, may
+// be up to a second late).
+//
+// Within a window, the end is the earliest that its responses allow.
+// Each reset is read to the whole second, rounded up by most servers and
+// to the nearest by some, so now plus reset plus half its rounding is
+// never before the window's true end; the least of these is the closest.
+// The end the bucket took from the last window's end and length gives
+// way to the first response that dates the window: the server may have
+// begun it later (limiters that start a window at its first request).
+func (b *bucket) learnWindow(o *limitObs, now int64) bool {
+	if o.reset <= o.slack {
+		return false // at the boundary: which window is unclear
+	}
+	b.learnLength(o)
+	end := now + int64(o.reset+o.slack/2)
+	tol := max(int64(b.window)/2, int64(o.slack))
+	switch {
+	case b.guessed:
+		// The first end of a window whose length was not known: this
+		// is it (a response about the last window would be at its
+		// boundary).
+		b.resetAt, b.guessed, b.dated = end, false, true
+	case end > b.resetAt+tol:
+		b.roll()
+		b.resetAt, b.dated = end, true
+	case end < b.resetAt-tol:
+		return false
+	case !b.dated || end < b.resetAt:
+		b.resetAt, b.dated = end, true
+	}
+	return true
+}
+
+// roll begins the next window now: its quota repays what was reserved
+// ahead, and unused quota does not carry over.
+func (b *bucket) roll() {
+	b.level = min(b.level, 0) + b.limit
+	b.sent = b.limit
+	b.epoch++
+	b.dated = false
+}
+
 // reset starts the bucket afresh from an observation, keeping the debt of
 // the reservations already queued so that later callers stay behind them.
 func (b *bucket) reset(o *limitObs, now int64) {
@@ -178,30 +271,35 @@ func (b *bucket) reset(o *limitObs, now int64) {
 	if b.kind == kindNone {
 		debt = 0
 	}
-	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining + debt, sent: o.remaining, at: now, epoch: b.epoch + 1}
+	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining + debt, sent: o.remaining, total: b.total,
+		at: now, epoch: b.epoch + 1}
 	switch o.kind {
 	case kindBucket:
 		b.rate = o.limit / defaultPeriod.Seconds()
 		b.learnRate(o, now)
 	case kindWindow:
-		b.resetAt = now + int64(o.reset)
-		b.window = max(o.reset+o.slack, time.Second)
-		b.lastEnd = o.end
+		b.resetAt, b.dated = now+int64(o.reset+o.slack/2), true
+		b.learnLength(o)
 	}
 }
 
-// learnWindow refines the window's length from an observation.
-func (b *bucket) learnWindow(o *limitObs) {
+// learnLength refines the window's length from an observation.
+func (b *bucket) learnLength(o *limitObs) {
+	if o.window > 0 {
+		b.window, b.stated = o.window, true
+	}
+	if b.stated {
+		return
+	}
+	b.longest = max(b.longest, o.reset+o.slack, time.Second)
 	if o.end != 0 && b.lastEnd != 0 && o.end > b.lastEnd {
-		gap := time.Duration(o.end-b.lastEnd) * time.Second
-		if gap <= maxPacerReset && (!b.windowExact || gap < b.window) {
-			b.window, b.windowExact = gap, true
+		g := time.Duration(o.end-b.lastEnd) * time.Second
+		if g > 2*o.slack && g+2*o.slack >= b.longest && g <= maxPacerReset && (b.gap == 0 || g < b.gap) {
+			b.gap = g
 		}
 	}
 	b.lastEnd = max(b.lastEnd, o.end)
-	if !b.windowExact {
-		b.window = max(b.window, o.reset+o.slack)
-	}
+	b.window = max(b.longest, b.gap)
 }
 
 // learnRate takes the refill rate from an observation: the format's own

@@ -23,7 +23,7 @@ func checkObs(t *testing.T, o rateObs) {
 		now := pacerEpoch.UnixNano()
 		b.learn(&d, snapshot{}, now)
 		for i := range 3 {
-			w := b.take(d.limit/2+1, now)
+			w, _ := b.take(d.limit/2+1, now)
 			s := b.send(d.limit/2+1, now+int64(w))
 			if w < 0 || math.IsNaN(s.level) {
 				t.Fatalf("take %d after %+v: wait %v, snapshot %+v", i, d, w, s)

@@ -37,6 +37,7 @@ type limitObs struct {
 	rate      float64       // bucket: units per second when the format says (IETF q/w); 0: derive
 	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
 	end       int64         // window: when it ends in the server's Unix seconds, when the format says; else 0
+	window    time.Duration // window: its length, when the format states it (IETF w); else 0
 }
 
 // rateObs is what one response says about its key's limits.

@@ -99,7 +99,7 @@ func TestTransportPacesFromHeaders(t *testing.T) {
 			name: "github window: waits for the reset",
 			script: []http.Header{hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT", "x-ratelimit-limit", "60",
 				"x-ratelimit-remaining", "1", "x-ratelimit-reset", strconv.FormatInt(pacerEpoch.Unix()+30, 10))},
-			want: []time.Duration{30 * time.Second},
+			want: []time.Duration{30500 * time.Millisecond}, // half the rounding of a whole-second reset
 		},
 		{
 			name:   "ietf: r now, q per w",

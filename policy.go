@@ -156,6 +156,8 @@ type loop struct {
 	slept   time.Duration
 	paced   time.Duration // the Pacer's waits, in all
 	waited  bool          // the call has waited since start: for a sleep, the Pacer or its store
+	held    time.Duration // the Retry-After for which the Pacer holds the key, from the last response; 0: none
+	drawn   time.Duration // held, jittered: one draw for the Pacer's hold and the sleep
 	began   time.Time     // when the current attempt began by the real clock; zero with a Clock
 }
 
@@ -242,7 +244,7 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	}
 	delay = Backoff(l.attempt, l.p.base(), l.p.cap(), l.p.Rand)
 	if hint, ok := retryAfter(l.last); ok && hint > delay {
-		delay, hinted = l.p.jitterHint(hint), true
+		delay, hinted = l.jitter(hint), true
 	}
 	room := l.room()
 	if delay >= room {
@@ -255,6 +257,16 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 		return 0, false, l.giveUp(ReasonBudget)
 	}
 	return delay, hinted, nil
+}
+
+// jitter returns hint with its jitter: the draw the Pacer's hold took,
+// when the hint is the one it holds the key for, so that the two end
+// together.
+func (l *loop) jitter(hint time.Duration) time.Duration {
+	if l.held > 0 && hint == l.held {
+		return l.drawn
+	}
+	return l.p.jitterHint(hint)
 }
 
 // jitterHint adds up to RetryAfterJitter of hint, saturating rather than

@@ -254,7 +254,9 @@ func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	l := &c.l
 	se := &StatusError{StatusCode: resp.StatusCode, Message: statusMessage(resp.StatusCode), Response: resp}
-	se.RetryAfter = statusHint(resp, &l.p)
+	if se.RetryAfter = l.held; se.RetryAfter == 0 { // read once when the Pacer has read it
+		se.RetryAfter = statusHint(resp, &l.p)
+	}
 	if !c.rewind || !c.rb.replayable() || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}

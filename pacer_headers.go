@@ -216,9 +216,11 @@ func anthropicDim(h http.Header, keys *[3]string, limitValues []string, date tim
 	return bucketObs(limit, remaining, reset, 0, slack)
 }
 
-// parseGitHub reads GitHub's x-ratelimit-{limit,remaining,reset,resource}.
-// The reset is when the current fixed window ends, in Unix seconds, read
-// relative to the response's Date. GitHub counts requests only.
+// parseGitHub reads x-ratelimit-{limit,remaining,reset,resource}, GitHub's
+// names, which many gateways and limiters also send. The reset is when the
+// current fixed window ends: a Unix time in seconds (GitHub), read
+// relative to the response's Date, or the seconds until then (see
+// resetIsDelta). GitHub counts requests only.
 func parseGitHub(h http.Header, now time.Time) rateObs {
 	limit, ok1 := firstCount(h["X-Ratelimit-Limit"])
 	if !ok1 {
@@ -229,8 +231,14 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 	if !ok2 || !ok3 || secs > 1<<40 {
 		return rateObs{}
 	}
-	date := responseDate(h, now)
-	reset := max(time.Unix(int64(secs), 0).Sub(date), 0)
+	var reset time.Duration
+	var end int64
+	if resetIsDelta(secs) {
+		reset = time.Duration(secs * float64(time.Second))
+	} else {
+		end = int64(secs)
+		reset = max(time.Unix(end, 0).Sub(responseDate(h, now)), 0)
+	}
 	if reset > maxPacerReset {
 		return rateObs{}
 	}
@@ -240,7 +248,7 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 	}
 	o := rateObs{requests: windowObs(limit, remaining, reset, time.Second), resource: resource}
 	if o.requests.kind != kindNone {
-		o.requests.end = int64(secs)
+		o.requests.end = end
 	}
 	return o
 }

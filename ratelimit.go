@@ -56,10 +56,10 @@ func limitSpent(h http.Header) bool {
 	return true
 }
 
-// parseReset reads x-ratelimit-reset, Unix seconds, as the time from now
-// until then: 0 for a time past, the largest Duration for an absurd one
-// (which any Deadline turns into a prompt give-up), and (0, false) for a
-// missing, negative or malformed value.
+// parseReset reads x-ratelimit-reset as the time from now until the quota
+// returns (see resetIsDelta): 0 for a time past, the largest Duration for
+// an absurd one (which any Deadline turns into a prompt give-up), and
+// (0, false) for a missing, negative or malformed value.
 func parseReset(h http.Header, now time.Time) (time.Duration, bool) {
 	v, ok := headerValue(h, "X-Ratelimit-Reset")
 	if !ok {
@@ -74,12 +74,24 @@ func parseReset(h http.Header, now time.Time) (time.Duration, bool) {
 	if err != nil || sec > maxResetUnix { // only a range error is left
 		return maxDuration, true
 	}
+	if resetIsDelta(float64(sec)) {
+		return time.Duration(sec) * time.Second, true
+	}
 	d := time.Unix(sec, 0).Sub(now) // saturates rather than overflows
 	if d < 0 {
 		d = 0
 	}
 	return d, true
 }
+
+// resetIsDelta reports whether an x-ratelimit-reset of secs counts
+// seconds from now rather than a Unix time. Servers send both under the
+// one name: GitHub and many gateways the Unix time at which the window
+// ends, others (@fastify/rate-limit by default, Reddit) the seconds until
+// then. The value tells them apart: a day or less is seconds from now, as
+// no rate-limit window is longer and no Unix time that small (1970-01-02)
+// is a server's present; anything more is a Unix time.
+func resetIsDelta(secs float64) bool { return secs <= maxPacerReset.Seconds() }
 
 // rateLimited reports a 403 that is a rate limit rather than a refusal: it
 // has a valid Retry-After or retry-after-ms (0 included), its rate limit is

@@ -162,6 +162,16 @@ func (b *memBucket) learn(l *PaceLimit, now int64) {
 			resetAt: now + int64(l.Reset), at: now, epoch: b.epoch + 1}
 		return
 	}
+	if window != 0 && b.window != 0 && now+int64(l.Reset) > b.resetAt+b.window/2 {
+		// The server's next window, while this one's end runs late.
+		b.level = math.Min(b.level, 0) + b.limit
+		b.window, b.resetAt, b.epoch = window, now+int64(l.Reset), b.epoch+1
+		if d := b.level - l.Remaining; d > 0 {
+			b.level -= d
+			b.corrected += d
+		}
+		return
+	}
 	if window != 0 {
 		if l.Mark.Epoch != 0 && l.Mark.Epoch != b.epoch {
 			return // about another window

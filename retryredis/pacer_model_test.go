@@ -123,6 +123,16 @@ func (b *modelBucket) learn(l *retry.PaceLimit, now int64) {
 			resetAt: now + micros(l.Reset), at: now, epoch: b.epoch + 1}
 		return
 	}
+	if window != 0 && b.window != 0 && now+micros(l.Reset) > b.resetAt+b.window/2 {
+		// The server's next window, while this one's end runs late.
+		b.level = math.Min(b.level, 0) + b.limit
+		b.window, b.resetAt, b.epoch = window, now+micros(l.Reset), b.epoch+1
+		if d := b.level - l.Remaining; d > 0 {
+			b.level -= d
+			b.corrected += d
+		}
+		return
+	}
 	if window != 0 {
 		if l.Mark.Epoch != 0 && l.Mark.Epoch != b.epoch {
 			return // about another window

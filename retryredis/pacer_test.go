@@ -107,6 +107,20 @@ var pacerCases = []struct {
 		},
 	},
 	{
+		// The bucket's end, read from whole seconds, runs late; a
+		// response from the server's next window begins it, and what it
+		// says is left is compared with the whole quota.
+		name: "the server's next window while the end runs late",
+		steps: []pacerStep{
+			{learn: requests(windowOf(10, 3, time.Minute, time.Second, noMark))},
+			{learn: requests(windowOf(10, 9, time.Minute, time.Minute, noMark))},
+			{want: grant(0, 8, 1, 2)}, {want: grant(0, 7, 1, 2)}, {want: grant(0, 6, 1, 2)},
+			{want: grant(0, 5, 1, 2)}, {want: grant(0, 4, 1, 2)}, {want: grant(0, 3, 1, 2)},
+			{want: grant(0, 2, 1, 2)}, {want: grant(0, 1, 1, 2)}, {want: grant(0, 0, 1, 2)},
+			{want: grant(time.Minute, 9, 1, 3)},
+		},
+	},
+	{
 		name: "a fixed window refills whole at its end",
 		steps: []pacerStep{
 			{learn: requests(windowOf(3, 0, time.Minute, 5*time.Second, noMark))},

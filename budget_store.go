@@ -229,7 +229,7 @@ func (b *Budget) settle(req BudgetSettlement, done chan struct{}) {
 // answer.
 func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
 	var got BudgetLease
-	err := callWithin(b.storeTimeout(), func(ctx context.Context) (err error) {
+	err := callWithin(context.Background(), b.storeTimeout(), func(ctx context.Context) (err error) {
 		got, err = b.Store.Settle(ctx, req)
 		return err
 	})
@@ -243,13 +243,14 @@ func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
 	return got, nil
 }
 
-// callWithin runs f with a context that ends after d, and returns at that
-// time even if f does not: a store that ignores its context (a Redis
-// client whose socket reads are bounded by its own read timeout only, for
-// one) must not hold a call up. f's results may be read only when
-// callWithin returns nil: a late f still writes them.
-func callWithin(d time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+// callWithin runs f with a context that ends after d, or when parent ends,
+// and returns then even if f does not: a store that ignores its context (a
+// Redis client whose socket reads are bounded by its own read timeout
+// only, for one) must not hold a call up, nor keep a caller who has gone.
+// f's results may be read only when callWithin returns nil: a late f
+// still writes them.
+func callWithin(parent context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, d)
 	defer cancel()
 	ch := make(chan error, 1) // buffered: a late f ends without a reader
 	go func() { ch <- f(ctx) }()

@@ -30,7 +30,7 @@ func pastDeadline(t *testing.T, c *attemptCtx) {
 
 // closedWithin reports whether ch is closed within d.
 func closedWithin(ch <-chan struct{}, d time.Duration) bool {
-	return waitUntil(ch, time.Now().Add(d))
+	return waitUntil(context.Background(), ch, time.Now().Add(d))
 }
 
 // TestAttemptTimeout checks that an attempt's timeout ends it, whether or

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -166,15 +167,16 @@ func (b *Budget) Withdraw() bool {
 	if b == nil {
 		return true
 	}
-	return b.withdrawWithin(maxDuration)
+	return b.withdrawWithin(context.Background(), maxDuration)
 }
 
 // withdrawWithin is Withdraw waiting on the Store for at most d (and
 // StoreTimeout), so that a retry's wait for its token and its sleep fit in
-// the call's Deadline together.
-func (b *Budget) withdrawWithin(d time.Duration) bool {
+// the call's Deadline together, and no longer than ctx, the call's, lasts.
+// A wait cut by ctx returns false, counting nothing.
+func (b *Budget) withdrawWithin(ctx context.Context, d time.Duration) bool {
 	if b.Store != nil {
-		return b.withdrawShared(min(d, b.storeTimeout()))
+		return b.withdrawShared(ctx, min(d, b.storeTimeout()))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -41,7 +41,9 @@ const (
 //
 // Settle must be safe for concurrent use, and should return once ctx, which
 // carries the Budget's StoreTimeout, is done: the Budget stops waiting then
-// anyway. The retryredis module has a BudgetStore on Redis.
+// anyway. ctx also ends, sooner, with the call of a retry that waits for
+// the settlement, when that call is cancelled. The retryredis module has a
+// BudgetStore on Redis.
 type BudgetStore interface {
 	Settle(ctx context.Context, s BudgetSettlement) (BudgetLease, error)
 }
@@ -110,25 +112,26 @@ func (b *Budget) depositShared() {
 		return
 	}
 	b.mu.Lock()
-	b.settleInBackgroundLocked()
+	b.settleInBackgroundLocked(context.Background())
 	b.mu.Unlock()
 }
 
 // settleInBackgroundLocked starts a settlement in a goroutine of its own,
-// unless one is under way; b.mu is held.
-func (b *Budget) settleInBackgroundLocked() {
+// ended by ctx (see settle), unless one is under way; b.mu is held.
+func (b *Budget) settleInBackgroundLocked(ctx context.Context) {
 	if b.shared.inflight != nil {
 		return
 	}
 	req, done := b.beginSettleLocked()
-	go b.settle(req, done)
+	go b.settle(ctx, req, done)
 }
 
 // withdrawShared is Withdraw with a Store: it spends the lease; when the
 // lease is spent or stale it settles, or waits for the settlement under
 // way, for wait at most in all, after which the in-process window decides;
-// while the store fails, the in-process window decides at once.
-func (b *Budget) withdrawShared(wait time.Duration) bool {
+// while the store fails, the in-process window decides at once. A caller
+// whose ctx ends stops waiting then, and is refused: it has gone.
+func (b *Budget) withdrawShared(ctx context.Context, wait time.Duration) bool {
 	sh := &b.shared
 	limit := time.Now().Add(wait) // real time, as the store's
 	for round := 0; ; round++ {
@@ -139,7 +142,7 @@ func (b *Budget) withdrawShared(wait time.Duration) bool {
 			if stale {
 				// Try the store again, but let no retry wait on a store
 				// that just failed.
-				b.settleInBackgroundLocked()
+				b.settleInBackgroundLocked(context.Background())
 			}
 			b.mu.Unlock()
 			return ok
@@ -159,11 +162,15 @@ func (b *Budget) withdrawShared(wait time.Duration) bool {
 		}
 		// Settle, or join the settlement under way, in the background,
 		// so that this retry stops waiting at its limit whatever the
-		// store does, and the store call keeps its whole StoreTimeout.
-		b.settleInBackgroundLocked()
+		// store does, and the store call keeps its whole StoreTimeout,
+		// unless this caller, who began it, goes.
+		b.settleInBackgroundLocked(ctx)
 		wait := sh.inflight
 		b.mu.Unlock()
-		if !waitUntil(wait, limit) {
+		if !waitUntil(ctx, wait, limit) {
+			if ctx.Err() != nil {
+				return false
+			}
 			// The store is slow to answer: decide here, as in a
 			// fallback, rather than hold the retry up longer.
 			b.mu.Lock()
@@ -173,15 +180,17 @@ func (b *Budget) withdrawShared(wait time.Duration) bool {
 	}
 }
 
-// waitUntil waits for ch to close, until the real time limit at most, and
-// reports whether it did.
-func waitUntil(ch <-chan struct{}, limit time.Time) bool {
+// waitUntil waits for ch to close, until the real time limit or the end
+// of ctx at most, and reports whether it did.
+func waitUntil(ctx context.Context, ch <-chan struct{}, limit time.Time) bool {
 	t := time.NewTimer(time.Until(limit))
 	defer t.Stop()
 	select {
 	case <-ch:
 		return true
 	case <-t.C:
+		return false
+	case <-ctx.Done():
 		return false
 	}
 }
@@ -206,30 +215,39 @@ func (b *Budget) beginSettleLocked() (BudgetSettlement, chan struct{}) {
 }
 
 // settle makes the settlement begun by beginSettleLocked and closes done.
-func (b *Budget) settle(req BudgetSettlement, done chan struct{}) {
-	got, err := b.callStore(req)
+// ctx is that of the caller who waits for it, or the background: a
+// settlement cut by its caller's end is not the store's failure, and the
+// next withdrawal settles again.
+func (b *Budget) settle(ctx context.Context, req BudgetSettlement, done chan struct{}) {
+	got, err := b.callStore(ctx, req)
+	cut := err != nil && ctx.Err() != nil
 	sh := &b.shared
 	b.mu.Lock()
-	// Deposits and retries handed back with a failed call are not sent
-	// again: the store may have counted them, and counting them twice
+	// Deposits and retries handed back with a failed or cut call are not
+	// sent again: the store may have counted them, and counting them twice
 	// would allow retries that were not earned.
-	sh.fallback = err != nil
+	if !cut {
+		sh.fallback = err != nil
+	}
 	sh.lease, sh.epoch, sh.full = got.Retries, got.Epoch, got.Retries == req.Want
-	sh.expires = b.now().Add(b.leaseLife())
+	sh.expires = b.now()
+	if !cut {
+		sh.expires = sh.expires.Add(b.leaseLife())
+	}
 	sh.due.Store(sh.expires.UnixNano())
 	sh.inflight = nil
 	b.mu.Unlock()
-	if err != nil && b.OnFallback != nil {
+	if err != nil && !cut && b.OnFallback != nil {
 		b.OnFallback(err)
 	}
 	close(done) // last, so that a waiter sees the fallback reported
 }
 
-// callStore calls Store.Settle for StoreTimeout at most and checks its
-// answer.
-func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
+// callStore calls Store.Settle for StoreTimeout at most, and no longer
+// than ctx lasts, and checks its answer.
+func (b *Budget) callStore(ctx context.Context, req BudgetSettlement) (BudgetLease, error) {
 	var got BudgetLease
-	err := callWithin(b.storeTimeout(), func(ctx context.Context) (err error) {
+	err := callWithin(ctx, b.storeTimeout(), func(ctx context.Context) (err error) {
 		got, err = b.Store.Settle(ctx, req)
 		return err
 	})
@@ -243,13 +261,14 @@ func (b *Budget) callStore(req BudgetSettlement) (BudgetLease, error) {
 	return got, nil
 }
 
-// callWithin runs f with a context that ends after d, and returns at that
-// time even if f does not: a store that ignores its context (a Redis
-// client whose socket reads are bounded by its own read timeout only, for
-// one) must not hold a call up. f's results may be read only when
-// callWithin returns nil: a late f still writes them.
-func callWithin(d time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+// callWithin runs f with a context that ends after d, or when parent ends,
+// and returns then even if f does not: a store that ignores its context (a
+// Redis client whose socket reads are bounded by its own read timeout
+// only, for one) must not hold a call up, nor keep a caller who has gone.
+// f's results may be read only when callWithin returns nil: a late f
+// still writes them.
+func callWithin(parent context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, d)
 	defer cancel()
 	ch := make(chan error, 1) // buffered: a late f ends without a reader
 	go func() { ch <- f(ctx) }()

@@ -69,7 +69,7 @@ func settled(t *testing.T, b *Budget) {
 	b.mu.Lock()
 	wait := b.shared.inflight
 	b.mu.Unlock()
-	if wait != nil && !waitUntil(wait, time.Now().Add(10*time.Second)) {
+	if wait != nil && !waitUntil(context.Background(), wait, time.Now().Add(10*time.Second)) {
 		t.Fatal("a background settlement is still running after 10 s")
 	}
 }

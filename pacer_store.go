@@ -51,8 +51,10 @@ const pacerStoreRetry = time.Second
 // When the store fails (an error, or no answer within StoreTimeout), the
 // process paces from its own buckets, which have learned from every
 // response it saw, and asks the store again a second later. Both methods
-// must be safe for concurrent use and should return once ctx is done. The
-// retryredis module has a PacerStore on Redis.
+// must be safe for concurrent use and should return once ctx is done: it
+// ends after StoreTimeout, or sooner with the request's own context (a
+// caller who cancels), whose values it carries. The retryredis module has
+// a PacerStore on Redis.
 type PacerStore interface {
 	// Reserve takes one request, and tokens (0 when none are counted),
 	// from key's buckets and returns how long the caller must wait. When
@@ -133,12 +135,13 @@ func (p *Pacer) storeOn() bool {
 	return p.Store != nil && time.Now().UnixNano() >= p.storeOff.Load()
 }
 
-// storeFailed records that the store failed, given room to answer: the
-// Pacer paces on its own for a while. A store cut short by the call's own
-// deadline (room, shorter than StoreTimeout) has not failed: that call
-// paces on its own, the others go on asking.
-func (p *Pacer) storeFailed(err error, room time.Duration) {
-	if room < p.storeTimeout() && errors.Is(err, context.DeadlineExceeded) {
+// storeFailed records that the store failed, given room to answer and
+// the caller's ctx: the Pacer paces on its own for a while. A store cut
+// short by the call's own deadline (room, shorter than StoreTimeout) or by
+// the end of ctx (the caller's cancel) has not failed: that call paces on
+// its own, or ends, and the others go on asking.
+func (p *Pacer) storeFailed(ctx context.Context, err error, room time.Duration) {
+	if room < p.storeTimeout() && errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		return
 	}
 	p.storeOff.Store(time.Now().Add(pacerStoreRetry).UnixNano())
@@ -153,7 +156,7 @@ func (p *Pacer) storeFailed(err error, room time.Duration) {
 func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, room time.Duration) (time.Duration, bool, bool) {
 	key := p.storeKey(req)
 	var g PaceGrant
-	err := p.callStore(room, func(ctx context.Context) (err error) {
+	err := p.callStore(req.Context(), room, func(ctx context.Context) (err error) {
 		g, err = p.Store.Reserve(ctx, key, cost, room)
 		return err
 	})
@@ -161,7 +164,7 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, roo
 		err = fmt.Errorf("a wait of %v", g.Wait)
 	}
 	if err != nil {
-		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err), room)
+		p.storeFailed(req.Context(), fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err), room)
 		return 0, false, false
 	}
 	*t = paceTicket{marks: [2]PaceMark{g.Requests, g.Tokens}} // k stays nil: nothing local to give back
@@ -173,16 +176,17 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, roo
 // every response's report to the heap, store or not.
 func (p *Pacer) storeLearn(req *http.Request, r PaceReport, room time.Duration) {
 	key := p.storeKey(req)
-	err := p.callStore(room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, r) })
+	err := p.callStore(req.Context(), room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, r) })
 	if err != nil {
-		p.storeFailed(fmt.Errorf("retry: Pacer.Store.Learn failed: %w", err), room)
+		p.storeFailed(req.Context(), fmt.Errorf("retry: Pacer.Store.Learn failed: %w", err), room)
 	}
 }
 
 // callStore runs f bounded by StoreTimeout and room, the time left to the
-// call (see callWithin).
-func (p *Pacer) callStore(room time.Duration, f func(context.Context) error) error {
-	return callWithin(min(p.storeTimeout(), room), f)
+// call, and ended by ctx, the caller's: a caller who cancels does not wait
+// for the store (see callWithin).
+func (p *Pacer) callStore(ctx context.Context, room time.Duration, f func(context.Context) error) error {
+	return callWithin(ctx, min(p.storeTimeout(), room), f)
 }
 
 func (p *Pacer) storeTimeout() time.Duration {

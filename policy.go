@@ -253,7 +253,10 @@ func (l *loop) delay() (delay time.Duration, hinted bool, err error) {
 	room -= delay
 	// Last, so that a retry the deadline forbids spends no token; a shared
 	// Budget waits on its store only for the room the sleep leaves.
-	if l.p.Budget != nil && !l.p.Budget.withdrawWithin(room) {
+	if l.p.Budget != nil && !l.p.Budget.withdrawWithin(l.ctx, room) {
+		if l.ctx.Err() != nil { // cancelled while the Budget's store was asked
+			return 0, false, l.canceled(nil)
+		}
 		return 0, false, l.giveUp(ReasonBudget)
 	}
 	return delay, hinted, nil

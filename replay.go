@@ -59,9 +59,12 @@ type replayBody struct {
 	consumed int64     // bytes read from src
 	srcErr   error     // src's last error, io.EOF included; read again by every view
 
-	closeMu sync.Mutex // protects ended; never held during a read
-	ended   bool       // the call returned
-	once    sync.Once  // closes src
+	// closeMu protects ended and crossing, and orders retire with a read
+	// that may pass limit. It is never held during a read.
+	closeMu  sync.Mutex
+	ended    bool      // the call returned
+	crossing bool      // a read that may pass limit is under way
+	once     sync.Once // closes src
 }
 
 // newReplay returns the replayBody for req, or nil when none is needed: its
@@ -80,6 +83,29 @@ func (rb *replayBody) start() io.ReadCloser {
 	v := &replayView{rb: rb}
 	rb.cur.Store(v)
 	return v
+}
+
+// retire ends the last attempt's use of the body once the call has decided
+// to send it again, and reports whether it can be sent again. net/http
+// keeps reading a request body after the response has come (its write
+// loop sends the upload while the server answers early), and the old
+// attempt's reads during the backoff would read on from the original body
+// and pass limit, spoiling the replay. Once retired, they fail and take
+// nothing. It reports false, and retires nothing, when the body cannot be
+// sent again: it passed limit or failed, or a read that may pass limit is
+// under way; the call then hands back the response it has. It never
+// blocks on a read. Nil-safe: true.
+func (rb *replayBody) retire() bool {
+	if rb == nil {
+		return true
+	}
+	rb.closeMu.Lock()
+	defer rb.closeMu.Unlock()
+	if rb.crossing || !rb.replayable() {
+		return false
+	}
+	rb.cur.Store(nil)
+	return true
 }
 
 // next returns the body of the next attempt and retires the earlier
@@ -222,6 +248,17 @@ func (v *replayView) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	crossing := false
+	if !rb.over.Load() {
+		if room := rb.limit - rb.consumed; room > 0 {
+			// A read that starts below the limit stops at it, so that
+			// only a read at the limit, which retire knows of, can pass
+			// it.
+			p = p[:min(int64(len(p)), room)]
+		} else if crossing = v.beginCrossing(); !crossing {
+			return 0, errReplaySuperseded
+		}
+	}
 	n, err := rb.src.Read(p)
 	if n < 0 || n > len(p) { // a broken reader: keep nothing false
 		n, err = 0, io.ErrShortBuffer
@@ -236,7 +273,25 @@ func (v *replayView) Read(p []byte) (int, error) {
 			rb.broken.Store(true) // it would fail the same way again
 		}
 	}
+	if crossing { // after over and broken are set, for retire to see them
+		rb.closeMu.Lock()
+		rb.crossing = false
+		rb.closeMu.Unlock()
+	}
 	return n, err
+}
+
+// beginCrossing marks a read that may pass the limit as under way, unless
+// v was retired. The caller holds rb.mu.
+func (v *replayView) beginCrossing() bool {
+	rb := v.rb
+	rb.closeMu.Lock()
+	defer rb.closeMu.Unlock()
+	if rb.cur.Load() != v {
+		return false
+	}
+	rb.crossing = true
+	return true
 }
 
 // readKept copies kept bytes from pos into p. The caller holds rb.mu.

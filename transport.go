@@ -243,7 +243,10 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 // failed ends an attempt that returned err; resend says whether the
 // request may be sent again after it.
 func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
-	if err := c.l.failed(err, c.rewind && c.rb.replayable() && resend && c.l.retryable(err)); err != nil {
+	// retire last: it ends the attempt's use of a replayed body, which only
+	// a retry may do.
+	retry := c.rewind && c.rb.replayable() && resend && c.l.retryable(err) && c.rb.retire()
+	if err := c.l.failed(err, retry); err != nil {
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -276,6 +279,16 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 	l.last = se
 	delay, hinted, stop := l.delay()
 	if stop != nil {
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
+	}
+	// The base may still be sending the body (net/http does when a server
+	// answers early): from here its reads must not take the bytes the next
+	// attempt replays. Retired only now, since a response handed back
+	// needs its connection, which a failed upload would close. A read
+	// that passes ReplayBuffer may have begun since the check above; then
+	// the response is the answer, and the retry a Budget allowed is not
+	// made.
+	if !c.rb.retire() {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	x.discard(resp)

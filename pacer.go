@@ -19,22 +19,25 @@ import (
 // retries alike, the Transport waits until the Pacer grants it, and after
 // every response, whatever its status, the Pacer reads the response's
 // rate-limit headers: OpenAI's x-ratelimit-*-requests and -tokens,
-// Anthropic's anthropic-ratelimit-*, GitHub's x-ratelimit-*, and the IETF
-// RateLimit-Policy and RateLimit fields (or the older RateLimit-Limit,
-// -Remaining and -Reset). A Retry-After on a 429 or 503 holds every caller
-// of that key until it passes, not only the caller refused.
+// Anthropic's anthropic-ratelimit-*, GitHub's x-ratelimit-* (which many
+// limiters send too), and the IETF RateLimit-Policy and RateLimit fields
+// of every draft (or the older RateLimit-Limit, -Remaining and -Reset). A
+// Retry-After on a 429, 503 or 529, or on a 403 (GitHub's secondary
+// limit), holds every caller of that key until it passes, not only the
+// caller refused.
 //
 // The model. Requests share a limit when Key gives them the same key. Per
 // key, each dimension the server reports (requests, and tokens when Cost is
-// set) is a bucket: a token bucket refilling continuously for OpenAI,
-// Anthropic and the IETF fields, at (limit - remaining) / reset or the
-// policy's quota per window; a fixed window for GitHub and the older IETF
-// fields, whose remaining count lasts until the reset and then the whole
+// set) is a bucket: a token bucket refilling continuously for OpenAI and
+// Anthropic, at (limit - remaining) / reset; a fixed window for the IETF
+// fields (whose length is their w), GitHub's and the other x-ratelimit-*
+// headers, whose remaining count lasts until the reset and then the whole
 // limit returns. Each caller reserves its request (and its Cost) from the
 // buckets and waits, if they are empty, for its turn: callers are served
 // first come, first served. Each response moves a bucket down to what the
-// server reports, allowing for the requests still in flight, and never up
-// past it. A key with nothing learned is not paced, and costs next to
+// server reports, allowing for the requests still in flight and for a
+// server that counts requests sent together in another order, and never
+// up past it. A key with nothing learned is not paced, and costs next to
 // nothing.
 //
 // Values that cannot be true are ignored, not believed: a reset or a

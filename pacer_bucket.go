@@ -19,12 +19,18 @@ import (
 // arguments but never from a clockwork.Clock, and the library's go.mod
 // takes no dependency.
 type bucket struct {
-	kind  limitKind // kindNone: nothing learned; then the dimension is not paced
-	limit float64   // the bucket's size, or the window's quota
-	level float64   // at time at; negative: reserved ahead of refills
-	sent  float64   // at time at: the level counting only the requests sent, as the server counts
-	total float64   // the units sent, in all: what was sent after a snapshot is total less its own
-	at    int64     // Unix nanoseconds of the last advance
+	kind   limitKind // kindNone: nothing learned; then the dimension is not paced
+	limit  float64   // the bucket's size, or the window's quota
+	level  float64   // at time at; negative: reserved ahead of refills
+	sent   float64   // at time at: the level counting only the requests sent, as the server counts
+	total  float64   // the units sent, in all: what was sent after a snapshot is total less its own
+	queued float64   // the units reserved and not yet sent: the debt a new window repays
+	at     int64     // Unix nanoseconds of the last advance
+
+	// answered are the last requests answered, newest at answered[next-1],
+	// kept to tell a server's order from a shortfall (see learn).
+	answered [16]answer
+	next     uint8
 
 	// kindBucket: the refill rate in units per second, and the reset it
 	// was estimated from (a longer one is less hurt by rounding) and when.
@@ -62,6 +68,8 @@ type bucket struct {
 type snapshot struct {
 	level     float64
 	total     float64 // the bucket's total once this request was counted in it
+	n         float64 // the units it took
+	at        int64   // when it was sent
 	corrected float64
 	epoch     uint32
 	ok        bool
@@ -93,13 +101,8 @@ func (b *bucket) advance(now int64) {
 				// says (see learnWindow).
 				break
 			}
-			for i := int64(0); i < n; i++ {
-				b.roll()
-				if b.level == b.limit {
-					b.epoch += uint32(n - 1 - i)
-					break
-				}
-			}
+			b.roll()
+			b.epoch += uint32(n - 1)
 			b.resetAt += n * int64(b.window)
 			// Until a response dates the new window's end, its length is
 			// a guess unless the format states it or two ends showed it.
@@ -120,16 +123,24 @@ func (b *bucket) take(n float64, now int64) (time.Duration, uint32) {
 	b.advance(now)
 	n = min(n, b.limit) // a request larger than the limit waits for a full bucket, not forever
 	b.level -= n
-	if b.level >= 0 {
+	b.queued += n
+	if b.kind == kindBucket {
+		if b.level >= 0 {
+			return 0, b.epoch
+		}
+		return durationOf(-b.level / b.rate), b.epoch
+	}
+	// A window's place is by the queue: what is reserved ahead, this
+	// request included, beyond what is left of this window. What is left
+	// is never below zero: requests sent past it (their answers may have
+	// shown a shortfall only after they went) are refused, and spend none
+	// of a later window.
+	over := b.queued - max(b.sent, 0)
+	if over <= 0 {
 		return 0, b.epoch
 	}
-	switch b.kind {
-	case kindBucket:
-		return durationOf(-b.level / b.rate), b.epoch
-	default:
-		k := math.Ceil(-b.level / b.limit) // windows to wait
-		return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window, b.epoch + uint32(k)
-	}
+	k := math.Ceil(over / b.limit) // windows to wait
+	return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window, b.epoch + uint32(k)
 }
 
 // due returns how much longer a caller whose units belong to the window of
@@ -163,13 +174,43 @@ func (b *bucket) send(n float64, now int64) snapshot {
 	n = min(n, b.limit)
 	b.sent -= n
 	b.total += n
-	return snapshot{level: b.sent, total: b.total, corrected: b.corrected, epoch: b.epoch, ok: true}
+	b.queued = max(b.queued-n, 0)
+	return snapshot{level: b.sent, total: b.total, n: n, at: now, corrected: b.corrected, epoch: b.epoch, ok: true}
+}
+
+// answer is a request answered: its place in the order of sends (the
+// bucket's total once it was sent, and its units), when it was sent, what
+// the server said was left, and what of the correction it made has not
+// been taken back.
+type answer struct {
+	total, n  float64
+	at        int64
+	remaining float64
+	corrected float64
+	epoch     uint32
+}
+
+// inverted reports whether the server counted the request answered as a
+// before the one answered as b although it was sent after it: a sent later
+// but more left. A token bucket's refills until now could also leave more,
+// so the difference must exceed them.
+func (bk *bucket) inverted(a, b *answer, now int64) bool {
+	if a.epoch != b.epoch || a.total <= b.total {
+		return false
+	}
+	var refill float64
+	if bk.kind == kindBucket {
+		refill = bk.rate * float64(now-min(a.at, b.at)) / 1e9
+	}
+	return a.remaining > b.remaining+refill
 }
 
 // untake returns n units reserved by a caller that gave up its wait.
 func (b *bucket) untake(n float64) {
 	if b.kind != kindNone {
-		b.level = min(b.level+min(n, b.limit), b.limit)
+		n = min(n, b.limit)
+		b.level = min(b.level+n, b.limit)
+		b.queued = max(b.queued-n, 0)
 	}
 }
 
@@ -178,9 +219,14 @@ func (b *bucket) untake(n float64) {
 // bucket counted, never up past it.
 //
 // The server may count requests sent together in another order than they
-// were sent: a response's remaining count can be lower than its
-// snapshot's by the requests sent after it, and that is no shortfall.
-// Only what the server lacks beyond them is another client's use.
+// were sent: a response's remaining count can then be lower than its
+// snapshot's by requests sent after it, and that is no shortfall. The
+// answers show it: a request sent after another but answered with more
+// left was counted first. So the shortfall of each response is what it
+// lacks less the later requests already known to have been counted
+// before it, and when a later request shows this afterwards, an earlier
+// response's correction for it is taken back. What remains is another
+// client's use, or requests of this Pacer's sent before it knew the key.
 func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	if o.kind == kindNone {
 		return
@@ -190,26 +236,44 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 		b.reset(o, now)
 		return
 	}
-	var d float64
-	switch b.kind {
-	case kindBucket:
+	if b.kind == kindBucket {
 		b.learnRate(o, now)
-		if snap.ok && snap.epoch == b.epoch {
-			// The server counted the request when it arrived: refills
-			// since then are not in its count, nor the requests sent
-			// after it, which it may have counted first.
-			d = snap.level - (b.total - snap.total) - (b.corrected - snap.corrected) - o.remaining
-		} else {
-			d = b.sent - o.remaining
-		}
-	case kindWindow:
-		if !b.learnWindow(o, now) {
-			return
-		}
-		// A window does not refill: the level counting every request
-		// sent in it is the least the server can have left.
-		d = b.sent - o.remaining
+	} else if !b.learnWindow(o, now) {
+		return
 	}
+	if !snap.ok || snap.epoch != b.epoch {
+		// No note of this request in this window: the level counting
+		// every request sent is the least the server can have left.
+		b.correct(b.sent - o.remaining)
+		return
+	}
+	// The server counted the request when it arrived: refills since then
+	// are not in its count.
+	me := answer{total: snap.total, n: snap.n, at: snap.at, remaining: o.remaining, epoch: snap.epoch}
+	d := snap.level - (b.corrected - snap.corrected) - o.remaining
+	for i := range b.answered {
+		a := &b.answered[i]
+		switch {
+		case b.inverted(a, &me, now):
+			d -= a.n // counted before this one: no shortfall
+		case b.inverted(&me, a, now) && a.corrected > 0:
+			// This one was counted before a, which took it for a
+			// shortfall: give it back.
+			back := min(me.n, a.corrected)
+			a.corrected -= back
+			b.level += back
+			b.sent += back
+			b.corrected -= back
+		}
+	}
+	me.corrected = max(d, 0)
+	b.answered[b.next%uint8(len(b.answered))] = me
+	b.next++
+	b.correct(d)
+}
+
+// correct moves the level down by a shortfall d, when there is one.
+func (b *bucket) correct(d float64) {
 	if d > 0 {
 		b.level -= d
 		b.sent -= d
@@ -225,18 +289,19 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 // be up to a second late).
 //
 // Within a window, the end is the earliest that its responses allow.
-// Each reset is read to the whole second, rounded up by most servers and
-// to the nearest by some, so now plus reset plus half its rounding is
-// never before the window's true end; the least of these is the closest.
-// The end the bucket took from the last window's end and length gives
-// way to the first response that dates the window: the server may have
-// begun it later (limiters that start a window at its first request).
+// Each reset is read to the whole second: servers round a time to live up
+// or to the nearest second, and some truncate the Unix time of the end, so
+// now plus reset plus a second of rounding is never before the window's
+// true end; the least of these is the closest. The end the bucket took
+// from the last window's end and length gives way to the first response
+// that dates the window: the server may have begun it later (limiters that
+// start a window at its first request).
 func (b *bucket) learnWindow(o *limitObs, now int64) bool {
 	if o.reset <= o.slack {
 		return false // at the boundary: which window is unclear
 	}
 	b.learnLength(o)
-	end := now + int64(o.reset+o.slack/2)
+	end := now + int64(o.reset+o.slack)
 	tol := max(int64(b.window)/2, int64(o.slack))
 	switch {
 	case b.guessed:
@@ -255,10 +320,11 @@ func (b *bucket) learnWindow(o *limitObs, now int64) bool {
 	return true
 }
 
-// roll begins the next window now: its quota repays what was reserved
-// ahead, and unused quota does not carry over.
+// roll begins the next window now: its quota goes first to what was
+// reserved and not yet sent. Nothing else carries over: neither unused
+// quota nor a shortfall the last window's responses showed.
 func (b *bucket) roll() {
-	b.level = min(b.level, 0) + b.limit
+	b.level = b.limit - b.queued
 	b.sent = b.limit
 	b.epoch++
 	b.dated = false
@@ -267,18 +333,18 @@ func (b *bucket) roll() {
 // reset starts the bucket afresh from an observation, keeping the debt of
 // the reservations already queued so that later callers stay behind them.
 func (b *bucket) reset(o *limitObs, now int64) {
-	debt := min(b.level, 0)
+	queued := b.queued
 	if b.kind == kindNone {
-		debt = 0
+		queued = 0
 	}
-	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining + debt, sent: o.remaining, total: b.total,
-		at: now, epoch: b.epoch + 1}
+	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining - queued, sent: o.remaining, total: b.total,
+		queued: queued, at: now, epoch: b.epoch + 1}
 	switch o.kind {
 	case kindBucket:
 		b.rate = o.limit / defaultPeriod.Seconds()
 		b.learnRate(o, now)
 	case kindWindow:
-		b.resetAt, b.dated = now+int64(o.reset+o.slack/2), true
+		b.resetAt, b.dated = now+int64(o.reset+o.slack), true
 		b.learnLength(o)
 	}
 }

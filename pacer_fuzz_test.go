@@ -98,7 +98,7 @@ func FuzzParseIETF(f *testing.F) {
 		if m := parseIETF(h, &fuzzMemo); m != o {
 			t.Fatalf("parseIETF with a memo = %+v, without = %+v", m, o)
 		}
-		checkObs(t, parseIETFLegacy(h))
+		checkObs(t, parseIETFLegacy(h, nil))
 		checkObs(t, parseRateHeaders(h, pacerEpoch, nil))
 	})
 }

@@ -3,6 +3,7 @@ package retry
 import (
 	"math"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -90,7 +91,7 @@ func parseRateHeaders(h http.Header, now time.Time, memo *policyMemo) rateObs {
 	if merge(parseIETF(h, memo)); o.full() {
 		return o
 	}
-	merge(parseIETFLegacy(h))
+	merge(parseIETFLegacy(h, memo))
 	merge(parseGitHub(h, now))
 	return o
 }
@@ -255,47 +256,97 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 
 // parseIETFLegacy reads the RateLimit-Limit, RateLimit-Remaining and
 // RateLimit-Reset fields of the earlier drafts of
-// draft-ietf-httpapi-ratelimit-headers, which many gateways still send. The
-// reset is delta-seconds until the window's quota returns. A limit may name
-// its window ("100, 100;w=60"); then it refills at limit per window.
-func parseIETFLegacy(h http.Header) rateObs {
+// draft-ietf-httpapi-ratelimit-headers (up to draft 6), which many gateways
+// and limiters still send. The reset is delta-seconds until the window's
+// quota returns. The window's length may be named by the limit
+// ("100, 100;w=60") or by a RateLimit-Policy of the draft-6 form
+// ("100;w=60").
+func parseIETFLegacy(h http.Header, memo *policyMemo) rateObs {
 	lv, ok1 := headerValue(h, "Ratelimit-Limit")
 	if !ok1 {
 		return rateObs{} // the common case: not these fields
 	}
 	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "Ratelimit-Reset")
-	if !ok2 || !ok3 {
+	if !ok2 || !ok3 || secs > maxPacerReset.Seconds() {
 		return rateObs{}
 	}
-	var limit, w float64
-	ok := false
 	// The first member is the limit in force; the later ones describe
 	// quota policies, one of which gives its window.
 	list := sfList{rest: lv}
 	var it sfItem
+	if !list.next(&it) || !it.isNum {
+		return rateObs{}
+	}
+	limit, w := it.num, it.w
 	for w == 0 && list.next(&it) {
-		if !ok {
-			if limit, ok = it.num, it.isNum; !ok {
-				break
-			}
-		}
 		if it.isNum && it.num == limit {
 			w = it.w
 		}
 	}
-	reset := time.Duration(secs * float64(time.Second))
-	if !ok || secs > maxPacerReset.Seconds() {
-		return rateObs{}
+	if pv, ok := headerJoined(h, "Ratelimit-Policy"); ok && w == 0 {
+		w = memo.read(pv).window(limit)
 	}
-	return rateObs{requests: ietfObs(limit, remaining, reset, w)}
+	return rateObs{requests: ietfObs(limit, remaining, time.Duration(secs*float64(time.Second)), w)}
 }
 
-// ietfPolicy is one quota policy of a RateLimit-Policy field.
+// parseIETFDict reads the RateLimit field of draft 7 of
+// draft-ietf-httpapi-ratelimit-headers, a dictionary of the limit, what
+// remains and the delta-seconds until the quota returns
+// ("limit=50, remaining=49, reset=10"), with the window's length from a
+// RateLimit-Policy of bare quotas ("50;w=10"). It reports false when v is
+// not that dictionary.
+func parseIETFDict(v, policy string, memo *policyMemo) (rateObs, bool) {
+	var limit, remaining, reset float64
+	var seen int
+	var it sfItem
+	for list := (sfList{rest: v}); list.next(&it); {
+		k, x, ok := strings.Cut(it.name, "=")
+		if !ok {
+			return rateObs{}, false
+		}
+		n, ok := parseNumber(x)
+		if !ok {
+			continue
+		}
+		switch k {
+		case "limit":
+			limit, seen = n, seen|1
+		case "remaining":
+			remaining, seen = n, seen|2
+		case "reset":
+			reset, seen = n, seen|4
+		}
+	}
+	if seen != 7 {
+		return rateObs{}, seen != 0
+	}
+	if reset > maxPacerReset.Seconds() {
+		return rateObs{}, true
+	}
+	var w float64
+	if policy != "" {
+		w = memo.read(policy).window(limit)
+	}
+	return rateObs{requests: ietfObs(limit, remaining, time.Duration(reset*float64(time.Second)), w)}, true
+}
+
+// ietfPolicy is one quota policy of a RateLimit-Policy field: named, with
+// its quota q (drafts 8 on), or a bare quota (drafts 6 and 7, "50;w=10").
 type ietfPolicy struct {
 	name string
 	q, w float64
 	dim  int // 0 requests, 1 tokens, -1 not paced
+}
+
+// window returns the window, in seconds, of the bare quota of limit, or 0.
+func (c *ietfPolicies) window(limit float64) float64 {
+	for _, p := range c.p[:c.n] {
+		if p.name == "" && p.q == limit {
+			return p.w
+		}
+	}
+	return 0
 }
 
 // ietfPolicies is a RateLimit-Policy field read: its text, and the
@@ -327,6 +378,9 @@ func (m *policyMemo) read(text string) *ietfPolicies {
 	var it sfItem
 	for list := (sfList{rest: text}); c.n < len(c.p) && list.next(&it); c.n++ {
 		p := ietfPolicy{name: it.name, q: it.q, w: it.w}
+		if it.isNum { // a bare quota
+			p.q = it.num
+		}
 		switch it.qu {
 		case "", "requests":
 		case "tokens":
@@ -357,6 +411,9 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 		return rateObs{} // the common case: not these fields
 	}
 	pv, ok := headerJoined(h, "Ratelimit-Policy")
+	if o, dict := parseIETFDict(rv, pv, memo); dict {
+		return o
+	}
 	if !ok {
 		return rateObs{}
 	}
@@ -367,7 +424,7 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 	for list := (sfList{rest: rv}); list.next(&it); {
 		for i := range pols.p[:pols.n] {
 			p := &pols.p[i]
-			if p.name != it.name || p.dim < 0 || visited[i] {
+			if p.name == "" || p.name != it.name || p.dim < 0 || visited[i] {
 				continue
 			}
 			visited[i] = true
@@ -388,14 +445,16 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 	return o
 }
 
-// ietfObs is what the IETF fields say of a quota of q per w seconds with
-// remaining left and reset to go: a bucket refilling at q/w, or a fixed
-// window when w is absent or out of range.
+// ietfObs is what the IETF fields say of a quota of q per window of w
+// seconds with remaining left and reset to go: a fixed window, whose quota
+// returns whole at the reset. Its length is w when the field states one
+// within range, else unknown.
 func ietfObs(q, remaining float64, reset time.Duration, w float64) limitObs {
-	if w > 0 && w <= maxPacerReset.Seconds() {
-		return bucketObs(q, remaining, reset, q/w, time.Second)
+	o := windowObs(q, remaining, reset, time.Second)
+	if o.kind != kindNone && w > 0 && w <= maxPacerReset.Seconds() {
+		o.window = time.Duration(w * float64(time.Second))
 	}
-	return windowObs(q, remaining, reset, time.Second)
+	return o
 }
 
 // bucketObs checks a token bucket's numbers: a limit of 0 or less, a

@@ -258,22 +258,22 @@ func TestParseIETF(t *testing.T) {
 		{
 			name: "draft sample",
 			h:    hdr("RateLimit-Policy", `"default";q=100;w=10`, "RateLimit", `"default";r=50;t=5`),
-			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 50, reset: 5 * time.Second, rate: 10, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 50, reset: 5 * time.Second, slack: time.Second, window: 10 * time.Second}},
 		},
 		{
 			name: "two policies, tokens, partition keys, split lines",
 			h: hdr("RateLimit-Policy", `"rpm";q=600;w=60;pk=:cGsx:`, "RateLimit-Policy", `"tpm";q=1000000;qu="tokens";w=60`,
 				"RateLimit", `"rpm";r=10;t=59;pk=:cGsx:, "tpm";r=5000;t=60`),
 			want: rateObs{
-				requests: limitObs{kind: kindBucket, limit: 600, remaining: 10, reset: 59 * time.Second, rate: 10, slack: time.Second},
-				tokens:   limitObs{kind: kindBucket, limit: 1e6, remaining: 5000, reset: time.Minute, rate: 1e6 / 60, slack: time.Second},
+				requests: limitObs{kind: kindWindow, limit: 600, remaining: 10, reset: 59 * time.Second, slack: time.Second, window: time.Minute},
+				tokens:   limitObs{kind: kindWindow, limit: 1e6, remaining: 5000, reset: time.Minute, slack: time.Second, window: time.Minute},
 			},
 		},
 		{
 			name: "least available policy binds",
 			h: hdr("RateLimit-Policy", `"burst";q=100;w=60, "day";q=1000;w=86400`,
 				"RateLimit", `"burst";r=90;t=30, "day";r=5;t=3600`),
-			want: rateObs{requests: limitObs{kind: kindBucket, limit: 1000, remaining: 5, reset: time.Hour, rate: 1000.0 / 86400, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 1000, remaining: 5, reset: time.Hour, slack: time.Second, window: 24 * time.Hour}},
 		},
 		{
 			name: "unknown unit not paced",
@@ -291,13 +291,13 @@ func TestParseIETF(t *testing.T) {
 		{
 			name: "parameter sent twice: the last counts", // RFC 9651, section 4.2.3.2
 			h:    hdr("RateLimit-Policy", `"p";q=100;w=10;q=10`, "RateLimit", `"p";r=5;t=1;r=2`),
-			want: rateObs{requests: limitObs{kind: kindBucket, limit: 10, remaining: 2, reset: time.Second, rate: 1, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 10, remaining: 2, reset: time.Second, slack: time.Second, window: 10 * time.Second}},
 		},
 		{
 			name: "quota after eight other parameters",
 			h: hdr("RateLimit-Policy", `"p";a=1;b=2;c=3;d=4;e=5;f=6;g=7;h=8;q=100;w=10`,
 				"RateLimit", `"p";a=1;b=2;c=3;d=4;e=5;f=6;g=7;h=8;r=50;t=5`),
-			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 50, reset: 5 * time.Second, rate: 10, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 50, reset: 5 * time.Second, slack: time.Second, window: 10 * time.Second}},
 		},
 		{
 			name: "legacy fields",
@@ -307,7 +307,41 @@ func TestParseIETF(t *testing.T) {
 		{
 			name: "legacy fields with a window",
 			h:    hdr("RateLimit-Limit", "100, 100;w=60, 1000;w=3600", "RateLimit-Remaining", "40", "RateLimit-Reset", "20"),
-			want: rateObs{requests: limitObs{kind: kindBucket, limit: 100, remaining: 40, reset: 20 * time.Second, rate: 100.0 / 60, slack: time.Second}},
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 100, remaining: 40, reset: 20 * time.Second, slack: time.Second, window: time.Minute}},
+		},
+		// The forms real limiters send: express-rate-limit 8.7.5 in each
+		// of its standardHeaders modes, and @fastify/rate-limit 11.2.0's
+		// draft mode, all for 50 per 10 s with 49 left.
+		{
+			name: "draft 6 (express-rate-limit): legacy fields, the window from a bare policy",
+			h: hdr("RateLimit-Policy", "50;w=10", "RateLimit-Limit", "50", "RateLimit-Remaining", "49",
+				"RateLimit-Reset", "10"),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 50, remaining: 49, reset: 10 * time.Second, slack: time.Second, window: 10 * time.Second}},
+		},
+		{
+			name: "draft 7 (express-rate-limit): a dictionary, the window from a bare policy",
+			h:    hdr("RateLimit-Policy", "50;w=10", "RateLimit", "limit=50, remaining=49, reset=10"),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 50, remaining: 49, reset: 10 * time.Second, slack: time.Second, window: 10 * time.Second}},
+		},
+		{
+			name: "draft 7 without a policy: a window of unknown length",
+			h:    hdr("RateLimit", "limit=50, remaining=49, reset=10"),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 50, remaining: 49, reset: 10 * time.Second, slack: time.Second}},
+		},
+		{
+			name: "draft 7 with a member missing: nothing",
+			h:    hdr("RateLimit-Policy", "50;w=10", "RateLimit", "limit=50, reset=10"),
+		},
+		{
+			name: "draft 8 (express-rate-limit): named policy, the quota returns at t",
+			h: hdr("RateLimit-Policy", `"50-in-10sec"; q=50; w=10; pk=:NzM5OGI1ZjE5YjJj:`,
+				"RateLimit", `"50-in-10sec"; r=49; t=10`),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 50, remaining: 49, reset: 10 * time.Second, slack: time.Second, window: 10 * time.Second}},
+		},
+		{
+			name: "draft mode of @fastify/rate-limit: the legacy fields alone",
+			h:    hdr("ratelimit-limit", "50", "ratelimit-remaining", "49", "ratelimit-reset", "10"),
+			want: rateObs{requests: limitObs{kind: kindWindow, limit: 50, remaining: 49, reset: 10 * time.Second, slack: time.Second}},
 		},
 		{
 			name: "legacy reset in ten years ignored",
@@ -319,7 +353,7 @@ func TestParseIETF(t *testing.T) {
 			t.Parallel()
 			got := parseIETF(tt.h, nil)
 			if got.empty() {
-				got = parseIETFLegacy(tt.h)
+				got = parseIETFLegacy(tt.h, nil)
 			}
 			if diff := cmp.Diff(tt.want, got, obsCmp); diff != "" {
 				t.Errorf("parseIETF (-want +got):\n%s", diff)

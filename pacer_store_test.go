@@ -237,9 +237,10 @@ func TestPacerStorePacesAFleetAsOne(t *testing.T) {
 		},
 		{
 			name:   "ietf: q per w",
-			script: []http.Header{hdr("RateLimit-Policy", `"p";q=2;w=1`, "RateLimit", `"p";r=0;t=1`)},
-			want: []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond,
-				2 * time.Second, 2500 * time.Millisecond},
+			script: []http.Header{hdr("RateLimit-Policy", `"p";q=2;w=10`, "RateLimit", `"p";r=0;t=10`)},
+			// Two a window, the fleet's callers in their order.
+			want: []time.Duration{11 * time.Second, 11 * time.Second, 21 * time.Second,
+				21 * time.Second, 31 * time.Second},
 		},
 		{
 			name:   "no headers: nothing learned, no wait",

@@ -84,18 +84,20 @@ func TestBucketWindow(t *testing.T) {
 	t.Parallel()
 	var b bucket
 	// GitHub: 2 left of 100 until the window ends in 30 s, read to the
-	// second: the end may be up to half a second later, if the server
-	// rounded to the nearest second.
+	// second: the end may be up to a second later.
 	b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 2, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(0))
 	var waits []time.Duration
 	for range 3 {
 		w, _ := b.take(1, at(0))
 		waits = append(waits, w)
 	}
-	want := []time.Duration{0, 0, 30500 * time.Millisecond}
+	want := []time.Duration{0, 0, 31 * time.Second}
 	if diff := cmp.Diff(want, waits); diff != "" {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
+	// The two granted at once go out.
+	b.send(1, at(0))
+	b.send(1, at(0))
 	// After the window, the whole limit returns, less the caller carried over.
 	b.advance(at(31 * time.Second))
 	if b.level != 99 {
@@ -194,15 +196,15 @@ func TestBucketWakeOrderIsNoShortfall(t *testing.T) {
 	// A window with nothing left; three callers queue for the next one.
 	b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 0, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(0))
 	for range 3 {
-		if w, _ := b.take(1, at(0)); w != 30500*time.Millisecond {
-			t.Fatalf("wait = %v, want 30.5s", w)
+		if w, _ := b.take(1, at(0)); w != 31*time.Second {
+			t.Fatalf("wait = %v, want 31s", w)
 		}
 	}
 	// They wake together and go out in any order; the server counts them
 	// in the order they arrive, which is the order they were sent.
 	var snaps []snapshot
 	for range 3 {
-		snaps = append(snaps, b.send(1, at(30500*time.Millisecond)))
+		snaps = append(snaps, b.send(1, at(31*time.Second)))
 	}
 	for i, s := range snaps {
 		b.learn(&limitObs{kind: kindWindow, limit: 100, remaining: 99 - float64(i), reset: 30 * time.Second, slack: time.Second}, s, at(31*time.Second))

@@ -99,12 +99,14 @@ func TestTransportPacesFromHeaders(t *testing.T) {
 			name: "github window: waits for the reset",
 			script: []http.Header{hdr("Date", "Thu, 01 Jan 2026 00:00:00 GMT", "x-ratelimit-limit", "60",
 				"x-ratelimit-remaining", "1", "x-ratelimit-reset", strconv.FormatInt(pacerEpoch.Unix()+30, 10))},
-			want: []time.Duration{30500 * time.Millisecond}, // half the rounding of a whole-second reset
+			want: []time.Duration{31 * time.Second}, // a second for the rounding of a whole-second reset
 		},
 		{
-			name:   "ietf: r now, q per w",
-			script: []http.Header{hdr("RateLimit-Policy", `"p";q=2;w=1`, "RateLimit", `"p";r=0;t=1`)},
-			want:   []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+			// A fixed window of 2 per 10 s whose server always says none
+			// is left until it ends: each call waits for the next window.
+			name:   "ietf: none left until t, q per w",
+			script: []http.Header{hdr("RateLimit-Policy", `"p";q=2;w=10`, "RateLimit", `"p";r=0;t=10`)},
+			want:   []time.Duration{11 * time.Second, 11 * time.Second, 11 * time.Second},
 		},
 		{
 			name:   "headers absent on some responses change nothing",

@@ -14,10 +14,14 @@ import (
 // Formats are the header formats the server can answer in.
 var Formats = []string{"openai", "anthropic", "github", "ietf"}
 
+// windowed reports a format whose server keeps fixed windows of requests.
+func windowed(format string) bool { return format == "github" || format == "ietf" }
+
 // Server is an in-memory API that enforces a requests-per-minute and a
 // tokens-per-minute limit, as token buckets that refill continuously (or,
-// for the github format, a fixed window of requests: GitHub counts no
-// tokens), and reports them in one header format. It is an
+// for the github and ietf formats, a fixed window of requests of a minute:
+// GitHub counts no tokens, and the IETF fields describe quotas that return
+// whole at the end of a window), and reports them in one header format. It is an
 // http.RoundTripper, so a client sends to it without a network; its
 // service times run on the time package, so under testing/synctest they
 // take no real time.
@@ -40,8 +44,8 @@ type Server struct {
 	rng      *rand.Rand
 	started  bool
 	req, tok serverBucket
-	window   time.Time // github: when the current window began
-	used     int       // github: requests admitted in it
+	window   time.Time // github, ietf: when the current window began
+	used     int       // github, ietf: requests admitted in it
 	attempts int
 	refused  int
 }
@@ -123,7 +127,7 @@ func (s *Server) admit(now time.Time, cost float64, h http.Header) (wait time.Du
 	}
 	s.attempts++
 	service = s.ServiceMin + time.Duration(s.rng.Float64()*float64(s.ServiceMax-s.ServiceMin))
-	if s.Format == "github" {
+	if windowed(s.Format) {
 		return s.admitWindow(now, h, service)
 	}
 	s.req.refill(now)
@@ -141,7 +145,7 @@ func (s *Server) admit(now time.Time, cost float64, h http.Header) (wait time.Du
 	return time.Duration(short * float64(time.Second)), true, service
 }
 
-// admitWindow is admit for GitHub's fixed windows of a minute.
+// admitWindow is admit for fixed windows of a minute.
 func (s *Server) admitWindow(now time.Time, h http.Header, service time.Duration) (time.Duration, bool, time.Duration) {
 	for now.Sub(s.window) >= time.Minute {
 		s.window = s.window.Add(time.Minute)
@@ -151,7 +155,7 @@ func (s *Server) admitWindow(now time.Time, h http.Header, service time.Duration
 	if s.used >= int(s.RPM) {
 		if !s.Queue {
 			s.refused++
-			s.githubHeaders(now, h)
+			s.windowHeaders(now, h)
 			h.Set("Retry-After", strconv.Itoa(int(math.Ceil(s.window.Add(time.Minute).Sub(now).Seconds()))))
 			return 0, false, 0
 		}
@@ -160,16 +164,25 @@ func (s *Server) admitWindow(now time.Time, h http.Header, service time.Duration
 		wait = s.window.Add(time.Minute * time.Duration(1+ahead/int(s.RPM))).Sub(now)
 	}
 	s.used++
-	s.githubHeaders(now, h)
+	s.windowHeaders(now, h)
 	return wait, true, service
 }
 
-func (s *Server) githubHeaders(now time.Time, h http.Header) {
+// windowHeaders writes the window in the server's format: GitHub's, with
+// the end as a Unix time, or the IETF fields, with t the seconds until it,
+// rounded up.
+func (s *Server) windowHeaders(now time.Time, h http.Header) {
+	end := s.window.Add(time.Minute)
+	if s.Format == "ietf" {
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"rpm";q=%d;w=60`, int(s.RPM)))
+		h.Set("RateLimit", fmt.Sprintf(`"rpm";r=%d;t=%d`, max(int(s.RPM)-s.used, 0), int(math.Ceil(end.Sub(now).Seconds()))))
+		return
+	}
 	h.Set("Date", now.UTC().Format(http.TimeFormat))
 	h.Set("X-Ratelimit-Limit", strconv.Itoa(int(s.RPM)))
 	h.Set("X-Ratelimit-Remaining", strconv.Itoa(max(int(s.RPM)-s.used, 0)))
 	h.Set("X-Ratelimit-Used", strconv.Itoa(s.used))
-	h.Set("X-Ratelimit-Reset", strconv.FormatInt(s.window.Add(time.Minute).Unix(), 10))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(end.Unix(), 10))
 	h.Set("X-Ratelimit-Resource", "core")
 }
 
@@ -199,9 +212,5 @@ func (s *Server) headers(now time.Time, h http.Header) {
 			reset := now.Add(d.b.toFull() + time.Second - 1).Truncate(time.Second)
 			h.Set("Anthropic-Ratelimit-"+d.name+"-Reset", reset.UTC().Format(time.RFC3339))
 		}
-	case "ietf":
-		h.Set("RateLimit-Policy", fmt.Sprintf(`"rpm";q=%d;w=60, "tpm";q=%d;qu="tokens";w=60`, int(s.RPM), int(s.TPM)))
-		h.Set("RateLimit", fmt.Sprintf(`"rpm";r=%s;t=%d, "tpm";r=%s;t=%d`, rem(&s.req),
-			int(math.Ceil(s.req.toFull().Seconds())), rem(&s.tok), int(math.Ceil(s.tok.toFull().Seconds()))))
 	}
 }

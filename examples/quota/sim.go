@@ -102,9 +102,9 @@ func Run(cfg Config, strategy string) Result {
 	res.Attempts, res.Refused = srv.Counts()
 	minutes := cfg.Duration.Minutes()
 	// The quota: a minute's worth a minute, plus the full buckets at the
-	// start; GitHub's windows hold no more than their minute.
+	// start; fixed windows hold no more than their minute.
 	quota := minutes + 1
-	if cfg.Format == "github" {
+	if windowed(cfg.Format) {
 		quota = minutes
 	}
 	res.Goodput = good / quota
@@ -136,9 +136,10 @@ func newTransport(srv *Server, strategy string) *retry.Transport {
 }
 
 // goodputOf is what a call of cost tokens uses of a minute's quota: of
-// tokens, except for the github format, which counts requests only.
+// tokens, except for the github and ietf formats, whose fixed windows
+// count requests only.
 func goodputOf(cfg Config, cost int) float64 {
-	if cfg.Format == "github" {
+	if windowed(cfg.Format) {
 		return 1 / cfg.RPM
 	}
 	return float64(cost) / cfg.TPM

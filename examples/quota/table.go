@@ -11,7 +11,7 @@ import (
 // goodput as a share of the quota, and the call latency's p50 and p99.
 func WriteTable(w io.Writer, cfg Config, results []Result, markdown bool) {
 	unit := fmt.Sprintf("%.0f requests and %.0f tokens a minute", cfg.RPM, cfg.TPM)
-	if cfg.Format == "github" {
+	if windowed(cfg.Format) {
 		unit = fmt.Sprintf("%.0f requests a minute, fixed windows", cfg.RPM)
 	}
 	fmt.Fprintf(w, "%s headers, %d callers, %v, %s\n\n", cfg.Format, cfg.Callers, cfg.Duration, unit)

@@ -155,7 +155,11 @@ func (s *Scanner) number(it *Item, kind Kind) bool {
 // of the field.
 func (s *Scanner) str(it *Item) bool {
 	for i := s.i + 1; i < len(s.s); i++ {
-		switch c := s.s[i]; {
+		c := s.s[i]
+		if c-'#' < '~'-'#'+1 && c != '\\' {
+			continue // most bytes: neither the end, an escape, nor invalid
+		}
+		switch {
 		case c == '"':
 			*it = Item{Kind: String, Str: s.s[s.i+1 : i]}
 			s.i = i + 1
@@ -213,23 +217,20 @@ func (s *Scanner) escaped(it *Item) bool {
 // text decodes without decoding it.
 func (s *Scanner) bytes(it *Item) bool {
 	start := s.i + 1
-	end := strings.IndexByte(s.s[start:], ':')
-	if end < 0 {
-		s.i = len(s.s)
-		return s.fail("a byte sequence without its closing ':'")
-	}
-	end += start
 	i := start
-	for i < end && in(base64Lo, base64Hi, s.s[i]) {
+	for i < len(s.s) && in(base64Lo, base64Hi, s.s[i]) {
 		i++
 	}
 	data := i - start
-	for i < end && s.s[i] == '=' {
+	for i < len(s.s) && s.s[i] == '=' {
 		i++
 	}
 	pad := i - start - data
 	switch {
-	case i < end:
+	case i == len(s.s):
+		s.i = i
+		return s.fail("a byte sequence without its closing ':'")
+	case s.s[i] != ':':
 		s.i = i
 		return s.fail("a byte in a byte sequence that is not base64")
 	case data%4 == 1:
@@ -244,8 +245,8 @@ func (s *Scanner) bytes(it *Item) bool {
 	}
 	// Nonzero bits in the last sextet are accepted, as section 4.2.7 says
 	// a parser should.
-	*it = Item{Kind: ByteSeq, Str: s.s[start:end]}
-	s.i = end + 1
+	*it = Item{Kind: ByteSeq, Str: s.s[start:i]}
+	s.i = i + 1
 	return true
 }
 

@@ -54,10 +54,10 @@ func (k Kind) String() string {
 // escaped String or a percent-encoded Display String is a new string.
 type Item struct {
 	Kind Kind
+	Bool bool    // a Boolean; beside Kind, so that an Item is 40 bytes, not 48
 	Int  int64   // an Integer or a Date
 	Dec  float64 // a Decimal
 	Str  string  // a String (unescaped), Token, Display String (decoded UTF-8), or Byte Sequence (its base64 text as sent)
-	Bool bool    // a Boolean
 }
 
 // Number returns an Integer's or a Decimal's value as a float64, exactly

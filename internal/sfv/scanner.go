@@ -311,7 +311,7 @@ func (s *Scanner) sep() bool {
 
 // member reads a member up to its parameters or its inner items.
 func (s *Scanner) member() bool {
-	s.key, s.inner, s.within, s.item, s.inItem = "", false, false, Item{}, Item{}
+	s.key, s.inner, s.within = "", false, false
 	if s.mode == modeDict {
 		k, ok := s.readKey()
 		if !ok {
@@ -328,6 +328,7 @@ func (s *Scanner) member() bool {
 	if s.mode != modeItem && s.i < len(s.s) && s.s[s.i] == '(' {
 		s.i++
 		s.inner, s.within = true, true
+		s.item, s.inItem = Item{}, Item{}
 		s.phase = phaseItems
 		return true
 	}

@@ -30,12 +30,16 @@ type vector struct {
 	CanFail    bool            `json:"can_fail"`
 }
 
+// vectorsRel is where the vectors are from this directory: in shared/
+// beside the repository's clone.
+const vectorsRel = "../../../shared/testdata/structured-field-tests"
+
 // vectorsDir returns the directory of the vectors, in shared/ beside the
 // repository's clone, as CI and every worktree have it. Without it, the
 // test is skipped, unless CI is set: then it fails, so that CI cannot pass
 // without running the vectors.
 func vectorsDir(t testing.TB) string {
-	dir := filepath.Join("..", "..", "..", "shared", "testdata", "structured-field-tests")
+	dir := filepath.FromSlash(vectorsRel)
 	if _, err := os.Stat(filepath.Join(dir, "list.json")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set but the structured-field vectors are missing: %v", err)

@@ -5,11 +5,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrykit/retry/internal/sfv"
 )
 
-// The field syntaxes the rate-limit parsers share: counts, dates, and the
-// structured-field lists of RFC 9651, each read leniently and without
-// allocating.
+// The field syntaxes the rate-limit parsers share: counts and dates, read
+// leniently and without allocating, and the members of the structured
+// fields of RFC 9651, read strictly (package sfv): a structured field that
+// does not parse is not believed at all.
 
 // headerCount reads a header holding a non-negative decimal number. Signs,
 // exponents, "Inf" and "NaN" are refused.
@@ -160,206 +163,61 @@ func headerJoined(h http.Header, k string) (string, bool) {
 	return strings.Join(vs, ","), true
 }
 
-// sfItem is one member of a structured-field list (RFC 9651), reduced to
-// what rate-limit fields use: a name (a string or a token) or a number,
-// and the parameters the Pacer reads. Other parameters (pk) are skipped.
-type sfItem struct {
-	name       string // unquoted, escapes left as sent; "" for a number or a member that cannot be read
+// sfMember is a member of a structured-field list or dictionary, reduced
+// to what rate-limit fields use: its key (a dictionary's), its bare item as
+// a name (a string or a token) or a number, and the parameters the Pacer
+// reads. Other parameters (pk) are skipped.
+type sfMember struct {
+	key        string
+	name       string // "" for a number
 	num        float64
 	isNum      bool
-	q, w, r, t float64 // numeric parameters; 0 when absent or not a plain decimal
-	hasR       bool    // r was sent: an r of 0 says that nothing is left
-	qu         string  // the quota unit, unquoted; "" when absent
+	q, w, r, t float64 // numeric parameters; 0 when absent
+	hasR, hasT bool    // r and t were sent: an r of 0 says that nothing is left
+	qu         string  // the quota unit; "" when absent
+	bad        bool    // a parameter the Pacer reads is not a number of zero or more
 }
 
-// head records the member's bare item: a number, or a name.
-func (it *sfItem) head(v string) {
-	if v != "" && v[0] == '"' { // a string, the common case: not a number
-		it.name = strings.Trim(v, `"`)
-	} else if n, ok := parseNumber(v); ok {
-		it.num, it.isNum = n, true
-	} else {
-		it.name = strings.Trim(v, `"`)
-	}
-}
-
-// param records the parameter k=v. A key sent twice keeps its last value
-// (RFC 9651, section 4.2.3.2).
-func (it *sfItem) param(k, v string) {
-	var dst *float64
-	switch k {
-	case "q":
-		dst = &it.q
-	case "w":
-		dst = &it.w
-	case "r":
-		dst, it.hasR = &it.r, true
-	case "t":
-		dst = &it.t
-	case "qu":
-		it.qu = strings.Trim(v, `"`)
+// readMember fills m from the scanner's current member. A parameter sent
+// twice keeps its last value (RFC 9651, section 4.2.3.2).
+func readMember(s *sfv.Scanner, m *sfMember) {
+	*m = sfMember{key: s.Key()}
+	if s.Inner() {
+		m.bad = true
 		return
+	}
+	switch it := s.Item(); it.Kind {
+	case sfv.String, sfv.Token:
+		m.name = it.Str
 	default:
-		return
+		m.num, m.isNum = it.Number()
 	}
-	*dst, _ = parseNumber(v)
-}
-
-// sfList reads the members of a structured-field list, in order, in one
-// pass that builds nothing. It is lenient where the fields' senders are
-// (white space, missing quotes) and never fails: a member it cannot read
-// comes with an empty name. At most 64 members are read.
-type sfList struct {
-	rest string
-	read int
-}
-
-// sfSpecial0 (bytes 0 to 63) and sfSpecial1 (64 to 127) have a bit for
-// each byte that sfList must look at: the syntax ('"', ',', ';', '=',
-// '\\'), and white space and control bytes (up to ' ', and DEL), which may
-// need trimming. Every byte from 128 on is looked at too: it may start a
-// Unicode space. A table lookup tests a byte without a branch.
-const (
-	sfSpecial0 = 1<<'"' | 1<<',' | 1<<';' | 1<<'=' | (1<<'!' - 1)
-	sfSpecial1 = 1<<('\\'-64) | 1<<(0x7f-64)
-)
-
-// next reads the next member into it, and reports whether there was one.
-func (l *sfList) next(it *sfItem) bool {
-	if l.rest == "" || l.read >= 64 {
-		return false
-	}
-	l.read++
-	*it = sfItem{}
-	if rest, ok := it.readPlain(l.rest); ok {
-		l.rest = rest
-		return true
-	}
-	*it = sfItem{}
-	l.rest = it.read(l.rest)
-	return true
-}
-
-// readPlain reads the member that starts s, written as servers write
-// them, and returns what follows it: a string without escapes, a token or
-// a number; then parameters ";key=value" whose keys are lowercase letters
-// and whose values are strings without escapes or runs of printable bytes
-// without syntax; then spaces, and a ',' or the end. Anything else it
-// leaves to read, reporting false. On what it accepts the two agree, but
-// its loop over each run costs less than read's test of every byte.
-func (it *sfItem) readPlain(s string) (string, bool) {
-	i := skipSpaces(s, 0)
-	j, ok := plainRun(s, i)
-	if !ok || j == i {
-		return "", false
-	}
-	it.head(s[i:j])
-	for i = j; i < len(s) && s[i] == ';'; i = j {
-		k := skipSpaces(s, i+1)
-		e := k
-		for e < len(s) && s[e] >= 'a' && s[e] <= 'z' {
-			e++
-		}
-		if e == k || e == len(s) || s[e] != '=' {
-			return "", false
-		}
-		if j, ok = plainRun(s, e+1); !ok {
-			return "", false
-		}
-		it.param(s[k:e], s[e+1:j])
-	}
-	if i = skipSpaces(s, i); i == len(s) {
-		return "", true
-	}
-	if s[i] != ',' {
-		return "", false
-	}
-	return s[i+1:], true
-}
-
-// plainRun returns the end of the string, or of the run of printable
-// bytes without syntax, that starts at s[i]; false for a string with an
-// escape or without its end.
-func plainRun(s string, i int) (int, bool) {
-	if i < len(s) && s[i] == '"' {
-		for j := i + 1; j < len(s); j++ {
-			switch s[j] {
-			case '"':
-				return j + 1, true
-			case '\\':
-				return 0, false
+	for s.NextParam() {
+		k, v := s.Param()
+		var dst *float64
+		switch k {
+		case "q":
+			dst = &m.q
+		case "w":
+			dst = &m.w
+		case "r":
+			dst, m.hasR = &m.r, true
+		case "t":
+			dst, m.hasT = &m.t, true
+		case "qu":
+			if v.Kind == sfv.String || v.Kind == sfv.Token {
+				m.qu = v.Str
+			} else {
+				m.bad = true
 			}
+			continue
+		default:
+			continue
 		}
-		return 0, false
+		n, ok := v.Number()
+		if !ok || n < 0 {
+			m.bad = true
+		}
+		*dst = n
 	}
-	// A run stops where read would look, but for '=', which only the
-	// first '=' of a part means anything to.
-	stop := [4]uint64{sfSpecial0 &^ (1 << '='), sfSpecial1, ^uint64(0), ^uint64(0)}
-	for i < len(s) && stop[s[i]>>6]>>(s[i]&63)&1 == 0 {
-		i++
-	}
-	return i, true
-}
-
-// skipSpaces returns the index of the first byte of s from i on that is
-// not a space or a tab.
-func skipSpaces(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	return i
-}
-
-// read reads the member that starts s, whatever its syntax, and returns
-// what follows it.
-func (it *sfItem) read(s string) string {
-	// One pass over the member. Its parts, the head and then each
-	// parameter, end at a ';' or ',' outside a quoted string (RFC 9651,
-	// section 3.3.3: a backslash escapes the next character); a ',' ends
-	// the member too. eq is the first '=' of a part; space says that the
-	// part may need trimming: it holds a byte below '!' or above '~'.
-	start, eq, quoted, space, head := 0, -1, false, false, true
-	special := [4]uint64{sfSpecial0, sfSpecial1, ^uint64(0), ^uint64(0)}
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			c := s[i]
-			if special[c>>6]>>(c&63)&1 == 0 {
-				continue // most bytes: one test, without branches
-			}
-			switch {
-			case c == '"':
-				quoted = !quoted
-			case c == '\\' && quoted:
-				if i+1 < len(s) {
-					i++
-				}
-				space = true // the byte skipped may be one: trim to be sure
-			case c == '=' && eq < 0:
-				eq = i
-			case c <= ' ' || c >= 0x7f:
-				space = true
-			}
-			if quoted || c != ';' && c != ',' {
-				continue
-			}
-		}
-		k, v := s[start:i], ""
-		if eq >= 0 && !head {
-			k, v = s[start:eq], s[eq+1:i]
-		}
-		if space {
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		}
-		if head {
-			it.head(k)
-			head = false
-		} else {
-			it.param(k, v)
-		}
-		if i == len(s) || s[i] == ',' {
-			return s[min(i+1, len(s)):]
-		}
-		start, eq, space = i+1, -1, false
-	}
-	return "" // not reached: the loop ends at len(s)
 }

@@ -3,9 +3,10 @@ package retry
 import (
 	"math"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry/internal/sfv"
 )
 
 // This file reads the rate-limit headers the Pacer learns from. Each parser
@@ -258,11 +259,11 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 // RateLimit-Reset fields of the earlier drafts of
 // draft-ietf-httpapi-ratelimit-headers (up to draft 6), which many gateways
 // and limiters still send. The reset is delta-seconds until the window's
-// quota returns. The window's length may be named by the limit
-// ("100, 100;w=60") or by a RateLimit-Policy of the draft-6 form
+// quota returns. The window's length may be named by the limit, a list
+// ("100, 100;w=60"), or by a RateLimit-Policy of the draft-6 form
 // ("100;w=60").
 func parseIETFLegacy(h http.Header, memo *policyMemo) rateObs {
-	lv, ok1 := headerValue(h, "Ratelimit-Limit")
+	lv, ok1 := headerJoined(h, "Ratelimit-Limit")
 	if !ok1 {
 		return rateObs{} // the common case: not these fields
 	}
@@ -273,16 +274,22 @@ func parseIETFLegacy(h http.Header, memo *policyMemo) rateObs {
 	}
 	// The first member is the limit in force; the later ones describe
 	// quota policies, one of which gives its window.
-	list := sfList{rest: lv}
-	var it sfItem
-	if !list.next(&it) || !it.isNum {
-		return rateObs{}
-	}
-	limit, w := it.num, it.w
-	for w == 0 && list.next(&it) {
-		if it.isNum && it.num == limit {
-			w = it.w
+	var sc sfv.Scanner
+	var m sfMember
+	var limit, w float64
+	for sc.List(lv); sc.Next(); {
+		readMember(&sc, &m)
+		switch {
+		case m.bad || !m.isNum:
+			return rateObs{}
+		case limit == 0:
+			limit, w = m.num, m.w
+		case w == 0 && m.num == limit:
+			w = m.w
 		}
+	}
+	if sc.Err() != nil || limit == 0 {
+		return rateObs{}
 	}
 	if pv, ok := headerJoined(h, "Ratelimit-Policy"); ok && w == 0 {
 		w = memo.read(pv).window(limit)
@@ -295,33 +302,41 @@ func parseIETFLegacy(h http.Header, memo *policyMemo) rateObs {
 // remains and the delta-seconds until the quota returns
 // ("limit=50, remaining=49, reset=10"), with the window's length from a
 // RateLimit-Policy of bare quotas ("50;w=10"). It reports false when v is
-// not that dictionary.
+// not such a dictionary: a list of the later drafts, most often.
 func parseIETFDict(v, policy string, memo *policyMemo) (rateObs, bool) {
 	var limit, remaining, reset float64
 	var seen int
-	var it sfItem
-	for list := (sfList{rest: v}); list.next(&it); {
-		k, x, ok := strings.Cut(it.name, "=")
-		if !ok {
-			return rateObs{}, false
-		}
-		n, ok := parseNumber(x)
-		if !ok {
+	var sc sfv.Scanner
+	for sc.Dict(v); sc.Next(); {
+		var bit int
+		switch sc.Key() {
+		case "limit":
+			bit = 1
+		case "remaining":
+			bit = 2
+		case "reset":
+			bit = 4
+		default:
 			continue
 		}
-		switch k {
-		case "limit":
-			limit, seen = n, seen|1
-		case "remaining":
-			remaining, seen = n, seen|2
-		case "reset":
-			reset, seen = n, seen|4
+		n, ok := sc.Item().Number()
+		if !ok || n < 0 || sc.Inner() {
+			return rateObs{}, true // draft 7's names, not its numbers: nothing believed
 		}
+		switch bit {
+		case 1:
+			limit = n
+		case 2:
+			remaining = n
+		case 4:
+			reset = n
+		}
+		seen |= bit
 	}
-	if seen != 7 {
-		return rateObs{}, seen != 0
+	if sc.Err() != nil || seen == 0 {
+		return rateObs{}, false
 	}
-	if reset > maxPacerReset.Seconds() {
+	if seen != 7 || reset > maxPacerReset.Seconds() {
 		return rateObs{}, true
 	}
 	var w float64
@@ -375,8 +390,12 @@ func (m *policyMemo) read(text string) *ietfPolicies {
 		}
 	}
 	c := &ietfPolicies{text: text}
-	var it sfItem
-	for list := (sfList{rest: text}); c.n < len(c.p) && list.next(&it); c.n++ {
+	var sc sfv.Scanner
+	var it sfMember
+	for sc.List(text); sc.Next(); {
+		if readMember(&sc, &it); c.n == len(c.p) {
+			continue // more are not read, but the field must parse
+		}
 		p := ietfPolicy{name: it.name, q: it.q, w: it.w}
 		if it.isNum { // a bare quota
 			p.q = it.num
@@ -388,7 +407,14 @@ func (m *policyMemo) read(text string) *ietfPolicies {
 		default:
 			p.dim = -1
 		}
+		if it.bad || p.q <= 0 {
+			p.dim = -1
+		}
 		c.p[c.n] = p
+		c.n++
+	}
+	if sc.Err() != nil {
+		c.n = 0 // a field that does not parse names no policy
 	}
 	if m != nil {
 		m.last.Store(c)
@@ -418,21 +444,37 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 		return rateObs{}
 	}
 	pols := memo.read(pv)
+	// The whole field is read before anything of it is believed.
+	var members [16]sfMember
+	n := 0
+	var sc sfv.Scanner
+	for sc.List(rv); sc.Next(); {
+		if n < len(members) {
+			readMember(&sc, &members[n])
+			n++
+		}
+	}
+	if sc.Err() != nil {
+		return rateObs{}
+	}
 	var visited [len(pols.p)]bool // a policy is read from its first member only
 	var o rateObs
-	var it sfItem
-	for list := (sfList{rest: rv}); list.next(&it); {
+	for j := range members[:n] {
+		it := &members[j]
 		for i := range pols.p[:pols.n] {
 			p := &pols.p[i]
 			if p.name == "" || p.name != it.name || p.dim < 0 || visited[i] {
 				continue
 			}
 			visited[i] = true
-			r, t := it.r, it.t
-			if !it.hasR || t > maxPacerReset.Seconds() {
+			if it.bad || !it.hasR || it.t > maxPacerReset.Seconds() {
 				break
 			}
-			obs := ietfObs(p.q, r, time.Duration(t*float64(time.Second)), p.w)
+			t := it.t
+			if !it.hasT { // the quota returns within a window at most
+				t = p.w
+			}
+			obs := ietfObs(p.q, it.r, time.Duration(t*float64(time.Second)), p.w)
 			dst := &o.requests
 			if p.dim == 1 {
 				dst = &o.tokens

@@ -289,6 +289,22 @@ func TestParseIETF(t *testing.T) {
 			h:    hdr("RateLimit-Policy", `;;,,"x";q=-1;w=0`, "RateLimit", `"x";r=;t=abc, "`),
 		},
 		{
+			name: "a RateLimit field that does not parse is not believed, not even its first member",
+			h:    hdr("RateLimit-Policy", `"p";q=100;w=10`, "RateLimit", `"p";r=5;t=1, "q";r=`),
+		},
+		{
+			name: "a RateLimit-Policy field that does not parse names no policy",
+			h:    hdr("RateLimit-Policy", `"p";q=100;w=10,`, "RateLimit", `"p";r=5;t=1`),
+		},
+		{
+			name: "a negative quota is no policy",
+			h:    hdr("RateLimit-Policy", `"p";q=-100;w=10`, "RateLimit", `"p";r=5;t=1`),
+		},
+		{
+			name: "draft 7 with a number that is a string: nothing",
+			h:    hdr("RateLimit-Policy", "50;w=10", "RateLimit", `limit=50, remaining="49", reset=10`),
+		},
+		{
 			name: "parameter sent twice: the last counts", // RFC 9651, section 4.2.3.2
 			h:    hdr("RateLimit-Policy", `"p";q=100;w=10;q=10`, "RateLimit", `"p";r=5;t=1;r=2`),
 			want: rateObs{requests: limitObs{kind: kindWindow, limit: 10, remaining: 2, reset: time.Second, slack: time.Second, window: 10 * time.Second}},
@@ -380,67 +396,6 @@ func TestParseRateHeadersConflict(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func TestSfList(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name, in string
-		want     []sfItem
-	}{
-		{
-			name: "policies",
-			in:   `"rpm";q=600;w=60;pk=:cGsx:, "tpm";q=1000000;qu="tokens";w=60`,
-			want: []sfItem{{name: "rpm", q: 600, w: 60}, {name: "tpm", q: 1e6, w: 60, qu: "tokens"}},
-		},
-		{
-			name: "numbers, spaces, token unit, bare r",
-			in:   `100 ,  7.5 ; w = 60 ;qu=tokens;r`,
-			want: []sfItem{{num: 100, isNum: true}, {num: 7.5, isNum: true, w: 60, qu: "tokens", hasR: true}},
-		},
-		{
-			name: "quoted separators and escaped quote",
-			in:   `"a;b,c\"d=e";r=1;t=2, x`,
-			want: []sfItem{{name: `a;b,c\"d=e`, r: 1, hasR: true, t: 2}, {name: "x"}},
-		},
-		{
-			name: "key sent twice: the last counts",
-			in:   `p;q=1;q=2`,
-			want: []sfItem{{name: "p", q: 2}},
-		},
-		{
-			name: "unreadable values are 0",
-			in:   `p;q=-1;w=1e3;r=;t="5"`,
-			want: []sfItem{{name: "p", hasR: true}},
-		},
-		{
-			name: "empty members, trailing comma",
-			in:   `,, p,`,
-			want: []sfItem{{}, {}, {name: "p"}},
-		},
-		{
-			name: "escaped space, then a space to trim",
-			in:   `0"\ `,
-			want: []sfItem{{name: `0"\`}},
-		},
-		{
-			name: "unterminated string, trailing backslash",
-			in:   `"a;b, c\`,
-			want: []sfItem{{name: `a;b, c\`}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var got []sfItem
-			var it sfItem
-			for l := (sfList{rest: tt.in}); l.next(&it); {
-				got = append(got, it)
-			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(sfItem{})); diff != "" {
-				t.Errorf("sfList(%q) (-want +got):\n%s", tt.in, diff)
-			}
-		})
-	}
-}
 
 // TestPacerCredentialKey checks which credential header keys a request by
 // default: the first present of Authorization, X-Api-Key and Api-Key.
@@ -476,17 +431,6 @@ func TestPacerCredentialKey(t *testing.T) {
 	}
 }
 
-// TestSfSpecial checks sfList's table of the bytes it must look at.
-func TestSfSpecial(t *testing.T) {
-	t.Parallel()
-	special := [4]uint64{sfSpecial0, sfSpecial1, ^uint64(0), ^uint64(0)}
-	for c := range 256 {
-		want := c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' || c == '=' || c == '\\'
-		if got := special[c>>6]>>(c&63)&1 == 1; got != want {
-			t.Errorf("byte %#x: special = %v, want %v", c, got, want)
-		}
-	}
-}
 
 func TestPolicyMemo(t *testing.T) {
 	t.Parallel()

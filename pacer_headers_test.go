@@ -396,7 +396,6 @@ func TestParseRateHeadersConflict(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 // TestPacerCredentialKey checks which credential header keys a request by
 // default: the first present of Authorization, X-Api-Key and Api-Key.
 func TestPacerCredentialKey(t *testing.T) {
@@ -430,7 +429,6 @@ func TestPacerCredentialKey(t *testing.T) {
 		}
 	}
 }
-
 
 func TestPolicyMemo(t *testing.T) {
 	t.Parallel()

@@ -23,25 +23,31 @@ const sdkModule = "github.com/anthropics/anthropic-sdk-go/v2"
 const cassetteGlob = "toolrunner/testdata/cassettes/*.yaml"
 
 // cassette is one go-vcr recording (format version 1): the interactions of
-// one test, in the order they happened. Fields go-vcr writes and the
-// replay needs not (form, duration) are not read.
+// one test, in the order they happened.
 type cassette struct {
-	name         string // the file's name without .yaml
-	Version      int    `yaml:"version"`
-	Interactions []struct {
-		Request struct {
-			Body    string              `yaml:"body"`
-			Headers map[string][]string `yaml:"headers"`
-			URL     string              `yaml:"url"`
-			Method  string              `yaml:"method"`
-		} `yaml:"request"`
-		Response struct {
-			Body    string              `yaml:"body"`
-			Headers map[string][]string `yaml:"headers"`
-			Status  string              `yaml:"status"`
-			Code    int                 `yaml:"code"`
-		} `yaml:"response"`
-	} `yaml:"interactions"`
+	name         string        // the file's name without .yaml
+	Version      int           `yaml:"version"`
+	Interactions []interaction `yaml:"interactions"`
+}
+
+// interaction is one request and the response it got. Fields go-vcr
+// writes and the replay needs not (form, duration) are not read.
+type interaction struct {
+	Request struct {
+		Body    string              `yaml:"body"`
+		Headers map[string][]string `yaml:"headers"`
+		URL     string              `yaml:"url"`
+		Method  string              `yaml:"method"`
+	} `yaml:"request"`
+	Response recordedResponse `yaml:"response"`
+}
+
+// recordedResponse is the response of an interaction.
+type recordedResponse struct {
+	Body    string              `yaml:"body"`
+	Headers map[string][]string `yaml:"headers"`
+	Status  string              `yaml:"status"`
+	Code    int                 `yaml:"code"`
 }
 
 // interactionLine starts each interaction of a go-vcr file: counted in the

@@ -266,3 +266,60 @@ func writeRow(tw io.Writer, cassette string, n, status int, got []retry.PaceRepo
 	tl, tr, tm := dim(r.Tokens)
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cassette, n, status, rl, rr, tl, tr, rm, tm)
 }
+
+// TestCassettesPacerModel plays made-up responses through the same replay,
+// to check the model the recordings are checked by where they do not reach
+// it: every recorded reset is at or before its response's Date, so the
+// recordings show only the default rate, the limit per minute.
+func TestCassettesPacerModel(t *testing.T) {
+	date := time.Date(2025, 10, 30, 16, 17, 37, 0, time.UTC)
+	limits := func(prefix string, limit, remaining int, reset time.Duration) map[string][]string {
+		return map[string][]string{
+			prefix + "-Limit":     {fmt.Sprint(limit)},
+			prefix + "-Remaining": {fmt.Sprint(remaining)},
+			prefix + "-Reset":     {date.Add(reset).Format(time.RFC3339Nano)},
+		}
+	}
+	tests := []struct {
+		name    string
+		code    int
+		headers []map[string][]string
+	}{
+		{name: "a rate that fits the limit per minute", code: 200,
+			headers: []map[string][]string{limits(requestsPrefix, 4000, 3000, 15*time.Second)}},
+		{name: "a rate that fits no period", code: 200,
+			headers: []map[string][]string{limits(requestsPrefix, 4000, 3000, 5*time.Second)}},
+		{name: "a reset to the millisecond, per second", code: 200,
+			headers: []map[string][]string{limits(requestsPrefix, 100, 50, 500*time.Millisecond)}},
+		{name: "input tokens without the combined limit", code: 200, headers: []map[string][]string{
+			limits(requestsPrefix, 50, 49, 2*time.Second), limits(inputPrefix, 40000, 30000, 20*time.Second)}},
+		{name: "both token limits", code: 200, headers: []map[string][]string{
+			limits(tokensPrefix, 56000, 46000, 12*time.Second), limits(inputPrefix, 40000, 30000, 20*time.Second)}},
+		{name: "a refusal with Retry-After", code: 429, headers: []map[string][]string{
+			limits(requestsPrefix, 50, 0, 2*time.Second), {"Retry-After": {"30"}}}},
+		{name: "no rate-limit headers", code: 200},
+	}
+	c := cassette{name: "made-up"}
+	for _, tt := range tests {
+		in := interaction{Response: recordedResponse{
+			Code:    tt.code,
+			Status:  fmt.Sprint(tt.code, " ", http.StatusText(tt.code)),
+			Headers: map[string][]string{"Date": {date.Format(http.TimeFormat)}},
+			Body:    `{"name":"` + tt.name + `"}`,
+		}}
+		in.Request.Method, in.Request.URL, in.Request.Body = http.MethodPost, "https://api.anthropic.com/v1/messages", "{}"
+		for _, h := range tt.headers {
+			for k, vs := range h {
+				in.Response.Headers[k] = vs
+			}
+		}
+		c.Interactions = append(c.Interactions, in)
+	}
+	var table strings.Builder
+	tw := newTable(&table)
+	if n := replay(t, &c, tw); n != len(tests)-1 {
+		t.Errorf("%d responses with rate-limit headers, want %d", n, len(tests)-1)
+	}
+	tw.Flush()
+	t.Logf("what the Pacer learned, by made-up response:\n%s", table.String())
+}

@@ -14,10 +14,12 @@ BENCH_COUNT ?= 10
 BENCH_TIME  ?= 500ms
 BENCH_OUT   ?= bench.txt
 PEERS_OUT   ?= peers.txt
-# Fuzz targets as module-directory:Target; "." is the library.
+# Fuzz targets as directory:Target, the directory a package of a module; "."
+# is the library.
 FUZZ_TARGETS := .:FuzzParseRetryAfter .:FuzzBackoff .:FuzzTransport .:FuzzRateLimitHint \
 	.:FuzzReplayBuffer .:FuzzParseOpenAI .:FuzzParseAnthropic .:FuzzParseGitHub .:FuzzParseIETF \
-	retrygrpc:FuzzPushback
+	retrygrpc:FuzzPushback internal/sfv:FuzzScanner internal/sfv/sfvdiff:FuzzList \
+	internal/sfv/sfvdiff:FuzzDict internal/sfv/sfvdiff:FuzzItem
 
 .PHONY: test check fmt vet staticcheck unit modules bench bench-peers benchstat fuzz cover demo
 

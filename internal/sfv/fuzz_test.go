@@ -33,57 +33,17 @@ func FuzzScanner(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, field string, ops []byte) {
-		// Every call that returns true reads at least one byte, so a
-		// field of n bytes has fewer than n+2 of them.
-		limit := len(field) + 2
 		start := func(s *Scanner) { scan(s, [...]string{"list", "dictionary", "item"}[typ%3], field) }
-
 		var full Scanner
 		start(&full)
-		var wantKeys []string
-		trues := 0
-		count := func(ok bool) bool {
-			if ok {
-				trues++
-			}
-			if trues > limit {
-				t.Fatalf("more than %d calls returned true for %q", limit, field)
-			}
-			return ok
-		}
-		for count(full.Next()) {
-			wantKeys = append(wantKeys, full.Key())
-			for count(full.NextInner()) {
-				for count(full.NextParam()) {
-				}
-			}
-			for count(full.NextParam()) {
-			}
-		}
+		wantKeys := newCounter(t, field).readFull(&full)
 		wantErr := full.Err()
 		if full.Next() || full.NextInner() || full.NextParam() || (full.Err() == nil) != (wantErr == nil) {
 			t.Fatalf("%q: the Scanner read on after its end", field)
 		}
-
 		var s Scanner
 		start(&s)
-		var keys []string
-		trues = 0
-		for _, op := range ops {
-			switch op % 3 {
-			case 0:
-				if count(s.Next()) {
-					keys = append(keys, s.Key())
-				}
-			case 1:
-				count(s.NextInner())
-			case 2:
-				count(s.NextParam())
-			}
-		}
-		for count(s.Next()) {
-			keys = append(keys, s.Key())
-		}
+		keys := newCounter(t, field).readOps(&s, ops)
 		if (s.Err() == nil) != (wantErr == nil) {
 			t.Fatalf("%q read with ops %v: error %v; read in full: %v", field, ops, s.Err(), wantErr)
 		}
@@ -91,6 +51,67 @@ func FuzzScanner(f *testing.F) {
 			t.Fatalf("%q read with ops %v: keys %q; read in full: %q", field, ops, keys, wantKeys)
 		}
 	})
+}
+
+// counter fails a fuzz test when a Scanner's calls return true more
+// often than they can: every call that does reads at least one byte, so
+// a field of n bytes has fewer than n+2 of them.
+type counter struct {
+	t     *testing.T
+	field string
+	trues int
+}
+
+// newCounter returns a counter for a Scanner of field.
+func newCounter(t *testing.T, field string) *counter { return &counter{t: t, field: field} }
+
+// count counts ok, and returns it.
+func (c *counter) count(ok bool) bool {
+	if ok {
+		c.trues++
+	}
+	if c.trues > len(c.field)+2 {
+		c.t.Fatalf("more than %d calls returned true for %q", len(c.field)+2, c.field)
+	}
+	return ok
+}
+
+// readFull reads every member, inner item and parameter of s, and
+// returns the members' keys.
+func (c *counter) readFull(s *Scanner) []string {
+	var keys []string
+	for c.count(s.Next()) {
+		keys = append(keys, s.Key())
+		for c.count(s.NextInner()) {
+			for c.count(s.NextParam()) {
+			}
+		}
+		for c.count(s.NextParam()) {
+		}
+	}
+	return keys
+}
+
+// readOps makes the calls ops says (Next, NextInner or NextParam, by each
+// op modulo 3), then reads the members left, and returns their keys.
+func (c *counter) readOps(s *Scanner, ops []byte) []string {
+	var keys []string
+	for _, op := range ops {
+		switch op % 3 {
+		case 0:
+			if c.count(s.Next()) {
+				keys = append(keys, s.Key())
+			}
+		case 1:
+			c.count(s.NextInner())
+		case 2:
+			c.count(s.NextParam())
+		}
+	}
+	for c.count(s.Next()) {
+		keys = append(keys, s.Key())
+	}
+	return keys
 }
 
 // vectorsPath returns the vectors' directory, or "" without it.

@@ -27,10 +27,9 @@ type bucket struct {
 	queued float64   // the units reserved and not yet sent: the debt a new window repays
 	at     int64     // Unix nanoseconds of the last advance
 
-	// answered are the last requests answered, newest at answered[next-1],
-	// kept to tell a server's order from a shortfall (see learn).
-	answered [16]answer
-	next     uint8
+	// origin is the level the bucket began with, for the answers to
+	// requests sent before it was known (see learn).
+	origin snapshot
 
 	// kindBucket: the refill rate in units per second, and the reset it
 	// was estimated from (a longer one is less hurt by rounding) and when.
@@ -178,33 +177,6 @@ func (b *bucket) send(n float64, now int64) snapshot {
 	return snapshot{level: b.sent, total: b.total, n: n, at: now, corrected: b.corrected, epoch: b.epoch, ok: true}
 }
 
-// answer is a request answered: its place in the order of sends (the
-// bucket's total once it was sent, and its units), when it was sent, what
-// the server said was left, and what of the correction it made has not
-// been taken back.
-type answer struct {
-	total, n  float64
-	at        int64
-	remaining float64
-	corrected float64
-	epoch     uint32
-}
-
-// inverted reports whether the server counted the request answered as a
-// before the one answered as b although it was sent after it: a sent later
-// but more left. A token bucket's refills until now could also leave more,
-// so the difference must exceed them.
-func (bk *bucket) inverted(a, b *answer, now int64) bool {
-	if a.epoch != b.epoch || a.total <= b.total {
-		return false
-	}
-	var refill float64
-	if bk.kind == kindBucket {
-		refill = bk.rate * float64(now-min(a.at, b.at)) / 1e9
-	}
-	return a.remaining > b.remaining+refill
-}
-
 // untake returns n units reserved by a caller that gave up its wait.
 func (b *bucket) untake(n float64) {
 	if b.kind != kindNone {
@@ -219,14 +191,15 @@ func (b *bucket) untake(n float64) {
 // bucket counted, never up past it.
 //
 // The server may count requests sent together in another order than they
-// were sent: a response's remaining count can then be lower than its
-// snapshot's by requests sent after it, and that is no shortfall. The
-// answers show it: a request sent after another but answered with more
-// left was counted first. So the shortfall of each response is what it
-// lacks less the later requests already known to have been counted
-// before it, and when a later request shows this afterwards, an earlier
-// response's correction for it is taken back. What remains is another
-// client's use, or requests of this Pacer's sent before it knew the key.
+// were sent: a response's remaining count can be lower than its
+// snapshot's by the requests sent after it, and that is no shortfall.
+// Only what the server lacks beyond every request sent since is another
+// client's use (for a fixed window, that is the level counting every
+// request sent; a token bucket's refills since are not in the server's
+// count). A request sent before the bucket was known has no snapshot: it
+// is compared with the level the bucket began with, since the server
+// counted it around the request that taught the bucket, and requests sent
+// since then came after it.
 func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	if o.kind == kindNone {
 		return
@@ -241,35 +214,16 @@ func (b *bucket) learn(o *limitObs, snap snapshot, now int64) {
 	} else if !b.learnWindow(o, now) {
 		return
 	}
-	if !snap.ok || snap.epoch != b.epoch {
-		// No note of this request in this window: the level counting
-		// every request sent is the least the server can have left.
+	switch {
+	case snap.ok && snap.epoch == b.epoch:
+		b.correct(snap.level - (b.total - snap.total) - (b.corrected - snap.corrected) - o.remaining)
+	case !snap.ok && b.origin.epoch == b.epoch:
+		b.correct(b.origin.level - (b.corrected - b.origin.corrected) - o.remaining)
+	default:
+		// A note from another window: the level counting every request
+		// sent is the least the server can have left.
 		b.correct(b.sent - o.remaining)
-		return
 	}
-	// The server counted the request when it arrived: refills since then
-	// are not in its count.
-	me := answer{total: snap.total, n: snap.n, at: snap.at, remaining: o.remaining, epoch: snap.epoch}
-	d := snap.level - (b.corrected - snap.corrected) - o.remaining
-	for i := range b.answered {
-		a := &b.answered[i]
-		switch {
-		case b.inverted(a, &me, now):
-			d -= a.n // counted before this one: no shortfall
-		case b.inverted(&me, a, now) && a.corrected > 0:
-			// This one was counted before a, which took it for a
-			// shortfall: give it back.
-			back := min(me.n, a.corrected)
-			a.corrected -= back
-			b.level += back
-			b.sent += back
-			b.corrected -= back
-		}
-	}
-	me.corrected = max(d, 0)
-	b.answered[b.next%uint8(len(b.answered))] = me
-	b.next++
-	b.correct(d)
 }
 
 // correct moves the level down by a shortfall d, when there is one.
@@ -339,6 +293,7 @@ func (b *bucket) reset(o *limitObs, now int64) {
 	}
 	*b = bucket{kind: o.kind, limit: o.limit, level: o.remaining - queued, sent: o.remaining, total: b.total,
 		queued: queued, at: now, epoch: b.epoch + 1}
+	b.origin = snapshot{level: o.remaining, total: b.total, epoch: b.epoch, ok: true}
 	switch o.kind {
 	case kindBucket:
 		b.rate = o.limit / defaultPeriod.Seconds()

@@ -67,8 +67,6 @@ type bucket struct {
 type snapshot struct {
 	level     float64
 	total     float64 // the bucket's total once this request was counted in it
-	n         float64 // the units it took
-	at        int64   // when it was sent
 	corrected float64
 	epoch     uint32
 	ok        bool
@@ -174,7 +172,7 @@ func (b *bucket) send(n float64, now int64) snapshot {
 	b.sent -= n
 	b.total += n
 	b.queued = max(b.queued-n, 0)
-	return snapshot{level: b.sent, total: b.total, n: n, at: now, corrected: b.corrected, epoch: b.epoch, ok: true}
+	return snapshot{level: b.sent, total: b.total, corrected: b.corrected, epoch: b.epoch, ok: true}
 }
 
 // untake returns n units reserved by a caller that gave up its wait.

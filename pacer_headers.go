@@ -444,23 +444,12 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 		return rateObs{}
 	}
 	pols := memo.read(pv)
-	// The whole field is read before anything of it is believed.
-	var members [16]sfMember
-	n := 0
-	var sc sfv.Scanner
-	for sc.List(rv); sc.Next(); {
-		if n < len(members) {
-			readMember(&sc, &members[n])
-			n++
-		}
-	}
-	if sc.Err() != nil {
-		return rateObs{}
-	}
 	var visited [len(pols.p)]bool // a policy is read from its first member only
 	var o rateObs
-	for j := range members[:n] {
-		it := &members[j]
+	var sc sfv.Scanner
+	var it sfMember
+	for sc.List(rv); sc.Next(); {
+		readMember(&sc, &it)
 		for i := range pols.p[:pols.n] {
 			p := &pols.p[i]
 			if p.name == "" || p.name != it.name || p.dim < 0 || visited[i] {
@@ -483,6 +472,9 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 				*dst = obs
 			}
 		}
+	}
+	if sc.Err() != nil {
+		return rateObs{} // the whole field parses, or nothing of it is believed
 	}
 	return o
 }

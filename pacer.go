@@ -134,6 +134,7 @@ type paceTicket struct {
 	cost     float64
 	sent     bool        // the request went out: what it took is spent
 	due      [2]uint32   // the windows the request and its tokens belong to (see bucket.due)
+	took     [2]bool     // the request, and its tokens, were reserved from a bucket that knew a limit
 	req, tok snapshot    // taken when it went out
 	marks    [2]PaceMark // the Store's marks, requests and tokens, when it reserved
 }
@@ -214,6 +215,7 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock,
 	k.inflight++
 	k.used = now
 	var wait time.Duration
+	t.took = [2]bool{k.requests.kind != kindNone, cost > 0 && k.tokens.kind != kindNone}
 	wait, t.due[0] = k.requests.take(1, now)
 	if cost > 0 {
 		var w time.Duration
@@ -268,8 +270,12 @@ func (p *Pacer) cost(req *http.Request) float64 {
 
 // send records t's request as sent at now; k.mu is held.
 func (k *paceKey) send(t *paceTicket, now int64) {
-	t.req = k.requests.send(1, now)
-	if t.cost > 0 {
+	// A bucket that learned its limit after this request reserved has
+	// nothing of it to count: its queue is of the requests after.
+	if t.took[0] {
+		t.req = k.requests.send(1, now)
+	}
+	if t.took[1] {
 		t.tok = k.tokens.send(t.cost, now)
 	}
 	t.sent = true
@@ -285,8 +291,10 @@ func (p *Pacer) cancel(t *paceTicket) {
 	defer k.mu.Unlock()
 	k.inflight--
 	if !t.sent {
-		k.requests.untake(1)
-		if t.cost > 0 {
+		if t.took[0] {
+			k.requests.untake(1)
+		}
+		if t.took[1] {
 			k.tokens.untake(t.cost)
 		}
 	}

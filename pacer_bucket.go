@@ -137,8 +137,16 @@ func (b *bucket) take(n float64, now int64) (time.Duration, uint32) {
 		return 0, b.epoch
 	}
 	k := math.Ceil(over / b.limit) // windows to wait
-	return time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window, b.epoch + uint32(k)
+	wait := time.Duration(b.resetAt-now) + time.Duration(k-1)*b.window
+	if wait <= 0 { // a guessed end has passed, and no response has dated the window yet
+		wait = guessedWait(b.window)
+	}
+	return wait, b.epoch + uint32(k)
 }
+
+// guessedWait is how long a caller waits, and waits again, for a window
+// whose guessed end has passed before any response dated it.
+func guessedWait(window time.Duration) time.Duration { return max(window/8, 10*time.Millisecond) }
 
 // due returns how much longer a caller whose units belong to the window of
 // epoch e must wait at now: zero once that window has begun. The server
@@ -156,7 +164,7 @@ func (b *bucket) due(e uint32, now int64) time.Duration {
 	}
 	wait := time.Duration(b.resetAt-now) + time.Duration(ahead-1)*b.window
 	if wait <= 0 { // a guessed end has passed, and no response has dated the window yet
-		wait = max(b.window/8, 10*time.Millisecond)
+		wait = guessedWait(b.window)
 	}
 	return wait
 }

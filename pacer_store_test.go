@@ -162,7 +162,7 @@ func (b *memBucket) learn(l *PaceLimit, now int64) {
 			resetAt: now + int64(l.Reset), at: now, epoch: b.epoch + 1}
 		return
 	}
-	if window != 0 && b.window != 0 && now+int64(l.Reset) > b.resetAt+b.window/2 {
+	if window != 0 && b.window != 0 && now+int64(l.Reset) > b.resetAt+max(b.window/2, int64(time.Second)) {
 		// The server's next window, while this one's end runs late.
 		b.level = math.Min(b.level, 0) + b.limit
 		b.window, b.resetAt, b.epoch = window, now+int64(l.Reset), b.epoch+1

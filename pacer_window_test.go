@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // windowServer is an in-memory server of a fixed-window rate limit, as
@@ -388,5 +390,53 @@ func TestPacerGitHubSimulation(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestPacerGuessedWindowPastItsEnd: when a window's length is not known
+// and its guessed end passes before any response dates the next one,
+// newcomers queue behind the caller already waiting; none is sent past the
+// limit.
+func TestPacerGuessedWindowPastItsEnd(t *testing.T) {
+	t.Parallel()
+	var b bucket
+	b.learn(&limitObs{kind: kindWindow, limit: 2, remaining: 0, reset: time.Second, slack: time.Second}, snapshot{}, at(0))
+	for range 2 {
+		b.take(1, at(2*time.Second))
+		b.send(1, at(2*time.Second))
+	}
+	b.take(1, at(3*time.Second)) // queued for the next window
+	sent := 0
+	for range 50 {
+		if w, _ := b.take(1, at(5*time.Second)); w <= 0 {
+			b.send(1, at(5*time.Second))
+			sent++
+		}
+	}
+	if sent > 0 {
+		t.Errorf("%d newcomers sent at once ahead of a waiter, before any response dated the window", sent)
+	}
+}
+
+// TestPacerTicketOfAnUnknownDimension: a request that reserved while its
+// key knew no limit (the key was held by a Retry-After alone) gives back
+// nothing when it gives up, though the bucket learned a limit meanwhile:
+// the places in its queue are others'.
+func TestPacerTicketOfAnUnknownDimension(t *testing.T) {
+	t.Parallel()
+	p := &Pacer{}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
+	clockAt := func(ns int64) clockwork.Clock { return clockwork.NewFakeClockAt(time.Unix(0, ns)) }
+	k := p.add(req, at(0))
+	k.blocked = at(10 * time.Second)
+	var a, b paceTicket
+	p.reserve(&a, req, clockAt(at(0)), 0)
+	k.mu.Lock()
+	k.requests.learn(&limitObs{kind: kindWindow, limit: 10, remaining: 0, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(time.Second))
+	k.mu.Unlock()
+	p.reserve(&b, req, clockAt(at(time.Second)), 0)
+	p.cancel(&a)
+	if q := k.requests.queued; q != 1 {
+		t.Errorf("queued = %v after the first caller gave up, want 1: the second still waits", q)
 	}
 }

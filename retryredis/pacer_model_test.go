@@ -123,7 +123,7 @@ func (b *modelBucket) learn(l *retry.PaceLimit, now int64) {
 			resetAt: now + micros(l.Reset), at: now, epoch: b.epoch + 1}
 		return
 	}
-	if window != 0 && b.window != 0 && now+micros(l.Reset) > b.resetAt+b.window/2 {
+	if window != 0 && b.window != 0 && now+micros(l.Reset) > b.resetAt+max(b.window/2, 1e6) {
 		// The server's next window, while this one's end runs late.
 		b.level = math.Min(b.level, 0) + b.limit
 		b.window, b.resetAt, b.epoch = window, now+micros(l.Reset), b.epoch+1

@@ -205,10 +205,11 @@ local function learn(o, i, p)
     -- debt stays owed.
     level = remaining + min(level, 0)
     limit, rate, window, reset, at, corrected, epoch = nlimit, nrate, nwindow, now + nreset, now, 0, epoch + 1
-  elseif nwindow ~= 0 and window ~= 0 and now + nreset > reset + window / 2 then
+  elseif nwindow ~= 0 and window ~= 0 and now + nreset > reset + max(window / 2, 1e6) then
     -- The server's next window, while the bucket's end, read from whole
     -- seconds, runs late: begin the new window now, and compare what is
-    -- left with its whole quota, not with the old window's level.
+    -- left with its whole quota, not with the old window's level. (Half a
+    -- window, and never less than the second resets are rounded to.)
     level = min(level, 0) + limit
     window, reset, epoch = nwindow, now + nreset, epoch + 1
     local c = level - remaining

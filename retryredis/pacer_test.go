@@ -121,6 +121,16 @@ var pacerCases = []struct {
 		},
 	},
 	{
+		// A window of a second: a reset a second later is the rounding of
+		// whole-second resets, not the next window.
+		name: "a short window's wobble is no new window",
+		steps: []pacerStep{
+			{learn: requests(windowOf(10, 5, time.Second, 500*time.Millisecond, noMark))},
+			{learn: requests(windowOf(10, 9, time.Second, 1400*time.Millisecond, noMark))},
+			{want: grant(0, 4, 0, 1)},
+		},
+	},
+	{
 		name: "a fixed window refills whole at its end",
 		steps: []pacerStep{
 			{learn: requests(windowOf(3, 0, time.Minute, 5*time.Second, noMark))},

@@ -53,9 +53,13 @@ func (e *StatusError) Error() string {
 	return "retry: HTTP " + msg
 }
 
+// statusOverloaded is Anthropic's status for an API overloaded for
+// everyone.
+const statusOverloaded = 529
+
 // statusText is http.StatusText, knowing also the statuses LLM APIs add.
 func statusText(code int) string {
-	if code == 529 { // Anthropic: the API is overloaded
+	if code == statusOverloaded {
 		return "Overloaded"
 	}
 	return http.StatusText(code)

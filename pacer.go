@@ -222,6 +222,13 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock,
 		w, t.due[1] = k.tokens.take(cost, now)
 		wait = max(wait, w)
 	}
+	return k.grant(t, wait, now)
+}
+
+// grant ends a look at t's buckets at now, whose wait they say is wait: it
+// returns the wait that binds, a Retry-After's when that is longer, and
+// records the request as sent when there is none. k.mu is held.
+func (k *paceKey) grant(t *paceTicket, wait time.Duration, now int64) (time.Duration, bool) {
 	if b := time.Duration(k.blocked - now); b > wait {
 		return b, true
 	}
@@ -233,8 +240,9 @@ func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock,
 
 // ready is called when t's wait has ended: it records the request as sent
 // and returns 0, or returns how much longer it must wait, and whether that
-// is a Retry-After's; force sends it whatever the buckets say. Responses that came during the wait may have shown
-// that a window ends later, or brought a Retry-After.
+// is a Retry-After's; force sends it whatever the buckets say. Responses
+// that came during the wait may have shown that a window ends later, or
+// brought a Retry-After.
 func (p *Pacer) ready(t *paceTicket, clock clockwork.Clock, force bool) (time.Duration, bool) {
 	k := t.k
 	if k == nil {
@@ -251,13 +259,7 @@ func (p *Pacer) ready(t *paceTicket, clock clockwork.Clock, force bool) (time.Du
 	if t.cost > 0 {
 		wait = max(wait, k.tokens.due(t.due[1], now))
 	}
-	if b := time.Duration(k.blocked - now); b > wait {
-		return b, true
-	}
-	if wait <= 0 {
-		k.send(t, now)
-	}
-	return wait, false
+	return k.grant(t, wait, now)
 }
 
 // cost returns the tokens req is expected to use.
@@ -353,10 +355,6 @@ func holdsKey(code int) bool {
 	}
 	return false
 }
-
-// statusOverloaded is Anthropic's status for an API overloaded for
-// everyone.
-const statusOverloaded = 529
 
 // learn moves k to the observation o and the Retry-After block at now,
 // ends t's slot, and returns what k learned, for a store.

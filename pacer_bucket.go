@@ -329,9 +329,9 @@ func (b *bucket) learnLength(o *limitObs) {
 	b.window = max(b.longest, b.gap)
 }
 
-// learnRate takes the refill rate from an observation: the format's own
-// (IETF q/w), else (limit - remaining) / reset, the reset being the time
-// until the bucket is full again. Servers state their limits per minute,
+// learnRate takes the refill rate from an observation: (limit -
+// remaining) / reset, the reset being the time until the bucket is full
+// again. Servers state their limits per minute,
 // second, hour or day, so when the limit per one of those (in that order)
 // fits the observation within 5% and the reset's rounding, it is taken to
 // be the rate exactly. Otherwise the estimate from the longest reset wins
@@ -341,8 +341,6 @@ func (b *bucket) learnRate(o *limitObs, now int64) {
 	var r float64
 	var basis time.Duration
 	switch {
-	case o.rate > 0:
-		r, basis = o.rate, maxPacerReset
 	case o.remaining < o.limit && o.reset > 0:
 		used := o.limit - o.remaining
 		lo := used / (o.reset + o.slack).Seconds() / 1.05

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -25,7 +24,7 @@ type limitKind uint8
 
 const (
 	kindNone   limitKind = iota // nothing believable was said
-	kindBucket                  // a token bucket refilling continuously at rate
+	kindBucket                  // a token bucket refilling continuously
 	kindWindow                  // a fixed window: remaining until reset, then the whole limit
 )
 
@@ -36,7 +35,6 @@ type limitObs struct {
 	limit     float64       // the bucket's size, or the window's quota; > 0
 	remaining float64       // what is left now, in [0, limit]
 	reset     time.Duration // bucket: until full again; window: until it ends; in [0, maxPacerReset]
-	rate      float64       // bucket: units per second when the format says (IETF q/w); 0: derive
 	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
 	end       int64         // window: when it ends in the server's Unix seconds, when the format says; else 0
 	window    time.Duration // window: its length, when the format states it (IETF w); else 0
@@ -132,7 +130,7 @@ func openAIDim(h http.Header, limitValues []string, remainingKey, resetKey strin
 	if !ok {
 		return limitObs{}
 	}
-	return bucketObs(limit, remaining, reset, 0, 0)
+	return bucketObs(limit, remaining, reset, 0)
 }
 
 // parseResetDuration reads a reset written as a Go duration ("6m0s") or as
@@ -215,7 +213,7 @@ func anthropicDim(h http.Header, keys *[3]string, limitValues []string, date tim
 	if at.Nanosecond() == 0 {
 		slack = time.Second // second precision, and Date has no more
 	}
-	return bucketObs(limit, remaining, reset, 0, slack)
+	return bucketObs(limit, remaining, reset, slack)
 }
 
 // parseGitHub reads x-ratelimit-{limit,remaining,reset,resource}, GitHub's
@@ -493,11 +491,11 @@ func ietfObs(q, remaining float64, reset time.Duration, w float64) limitObs {
 
 // bucketObs checks a token bucket's numbers: a limit of 0 or less, a
 // remaining above it, or a reset out of range cannot be true.
-func bucketObs(limit, remaining float64, reset time.Duration, rate float64, slack time.Duration) limitObs {
-	if !sane(limit, remaining, reset) || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+func bucketObs(limit, remaining float64, reset, slack time.Duration) limitObs {
+	if !sane(limit, remaining, reset) {
 		return limitObs{}
 	}
-	return limitObs{kind: kindBucket, limit: limit, remaining: remaining, reset: reset, rate: rate, slack: slack}
+	return limitObs{kind: kindBucket, limit: limit, remaining: remaining, reset: reset, slack: slack}
 }
 
 // windowObs is bucketObs for a fixed window.

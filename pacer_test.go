@@ -173,7 +173,6 @@ func TestBucketRate(t *testing.T) {
 		{name: "short coarse reset: the limit per minute fits", obs: limitObs{limit: 50, remaining: 49, reset: time.Second, slack: time.Second}, want: 50.0 / 60},
 		{name: "coarse odd period: erring slow", obs: limitObs{limit: 100, remaining: 0, reset: 10 * time.Second, slack: time.Second}, want: 100.0 / 11},
 		{name: "full: the default, per minute", obs: limitObs{limit: 60, remaining: 60, reset: 0}, want: 1},
-		{name: "format's own rate", obs: limitObs{limit: 60, remaining: 0, reset: time.Second, rate: 3}, want: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -402,7 +402,7 @@ func statusMessage(code int) string {
 		return "503 Service Unavailable"
 	case http.StatusGatewayTimeout:
 		return "504 Gateway Timeout"
-	case 529:
+	case statusOverloaded:
 		return "529 Overloaded"
 	}
 	return strings.TrimSpace(strconv.Itoa(code) + " " + statusText(code))

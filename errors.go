@@ -137,7 +137,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF], an
 // HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
-// other than 501 and 505, or a 403 that is a rate limit. A response header
+// other than 501 and 505, or a 403 that is a rate limit, or a [*StreamError]
+// whose status is one of those. A response header
 // x-should-retry (sent by OpenAI and Anthropic) or Stripe-Should-Retry
 // (Stripe), true or false, overrides the status rule; when the two
 // disagree, false wins.
@@ -174,6 +175,9 @@ func IsRetryable(err error) bool {
 	}
 	if se, ok := errors.AsType[*StatusError](err); ok {
 		return se.retryable()
+	}
+	if se, ok := errors.AsType[*StreamError](err); ok {
+		return retryableStatus(se.Status)
 	}
 	if isCertificateError(err) {
 		return false

@@ -14,10 +14,24 @@ import (
 // quota is used up (insufficient_quota): that one will not pass by waiting,
 // so retrying it only burns the caller's time.
 //
+// It also judges the errors that an event stream reports after its 200: a
+// [*StreamError] from a Transport with a [Stream], and the SDKs' own errors
+// for an error event (anthropic-sdk-go's *anthropic.Error with the stream's
+// 2xx status, openai-go's *ssestream.StreamError), by the status their
+// error type stands for: overloaded_error, rate_limit_error,
+// rate_limit_exceeded, api_error and server_error are retried;
+// invalid_request_error and a used-up quota are not.
+//
 // With it, the Transport peeks at most 4 KiB of an error body into
 // [StatusError.Body]; the response handed back still carries its whole body,
 // unread.
 func LLMRetryable(err error) bool {
+	if se, ok := err.(*StatusError); ok { // the Transport's own: the common case
+		return !(se.StatusCode == http.StatusTooManyRequests && quotaExhausted(se.Body)) && se.retryable()
+	}
+	if retry, ok := streamRetryable(err); ok {
+		return retry
+	}
 	if se, ok := errors.AsType[*StatusError](err); ok &&
 		se.StatusCode == http.StatusTooManyRequests && quotaExhausted(se.Body) {
 		return false

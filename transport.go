@@ -83,6 +83,13 @@ type Transport struct {
 	// negative value is a configuration error.
 	ReplayBuffer int64
 
+	// Stream, when set, holds back a 2xx text/event-stream response until
+	// its first output, so that an error event before it is retried
+	// unseen, and makes its body report an error event or a cut after it
+	// (see Stream). LLMEvent describes OpenAI's and Anthropic's streams.
+	// Nil means event streams are handed over like any response.
+	Stream *Stream
+
 	// Pacer, when set, spaces the attempts of every caller that shares it
 	// by the rate limits its servers report (see Pacer): each attempt
 	// waits for it first, and each response teaches it. Nil means no
@@ -142,6 +149,11 @@ func (c *call) init() error {
 	}
 	if c.t.ReplayBuffer < 0 {
 		return fmt.Errorf("%w: ReplayBuffer is %d; it must not be negative", ErrInvalidPolicy, c.t.ReplayBuffer)
+	}
+	if c.t.Stream != nil {
+		if err := c.t.Stream.validate(); err != nil {
+			return err
+		}
 	}
 	if c.t.Pacer != nil {
 		if err := c.t.Pacer.validate(); err != nil {
@@ -235,6 +247,10 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		return c.failed(err, c.replay || isConnectionError(err) || cw.failedConnecting())
 	}
 	if resp.StatusCode < 400 {
+		if c.t.Stream != nil && resp.StatusCode >= 200 && isEventStream(resp.Header) &&
+			resp.Body != nil && resp.Body != http.NoBody {
+			return c.stream(x, resp)
+		}
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	return c.status(x, resp)
@@ -260,7 +276,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 	if se.RetryAfter = l.held; se.RetryAfter == 0 { // read once when the Pacer has read it
 		se.RetryAfter = statusHint(resp, &l.p)
 	}
-	if !c.rewind || !c.rb.replayable() || l.ctx.Err() != nil || !(c.replay || notProcessed(se)) {
+	if !c.resendable(se) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	// Custom judges may read the body; the default never does. A response
@@ -273,6 +289,20 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 			return c.failed(&attemptTimeoutError{errPeekTimedOut}, true)
 		}
 	}
+	return c.judge(x, resp, se)
+}
+
+// resendable reports whether the replay rules let the request be sent again
+// after se.
+func (c *call) resendable(se *StatusError) bool {
+	return c.rewind && c.rb.replayable() && c.l.ctx.Err() == nil && (c.replay || notProcessed(se))
+}
+
+// judge ends an attempt whose answer stands for the status se, after which
+// the request may be sent again: it hands resp back, or discards it and
+// sleeps before the next attempt.
+func (c *call) judge(x *exchange, resp *http.Response, se *StatusError) (*http.Response, bool, error) {
+	l := &c.l
 	if !l.retryable(se) {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}

@@ -166,8 +166,8 @@ type eventParser struct {
 	judge func(string, []byte) StreamEvent // nil: every event is output
 	max   int                              // the largest line and data judged
 
-	line    []byte // the current line, while it is at most max
-	lineN   int    // the current line's length, counting what line dropped
+	line    []byte // the start of a line that a later feed ends, while it is at most max
+	lineN   int    // the length of that start, counting what line dropped
 	cr      bool   // the last byte was a CR: a LF next ends no line
 	typ     []byte // the current event's type
 	data    []byte // the current event's data lines, each with its LF
@@ -193,30 +193,38 @@ func (e *eventParser) feed(p []byte) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(p, "\r\n")
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			e.add(p)
+			i = len(p)
+		}
+		if j := bytes.IndexByte(p[:i], '\r'); j >= 0 {
+			i = j
+		}
+		if i == len(p) { // the line goes on in the next bytes
+			e.lineN += len(p)
+			if e.lineN <= e.max {
+				e.line = append(e.line, p...)
+			}
 			return
 		}
-		e.add(p[:i])
 		e.cr = p[i] == '\r'
-		e.endLine()
+		if e.lineN == 0 { // the whole line is in p: no copy
+			e.endLine(p[:i], i)
+		} else {
+			e.lineN += i
+			if e.lineN <= e.max {
+				e.line = append(e.line, p[:i]...)
+			}
+			e.endLine(e.line, e.lineN)
+			e.line = e.line[:0]
+		}
+		e.lineN = 0
 		p = p[i+1:]
 	}
 }
 
-// add appends b to the current line, or only counts it past max.
-func (e *eventParser) add(b []byte) {
-	e.lineN += len(b)
-	if e.lineN <= e.max {
-		e.line = append(e.line, b...)
-	}
-}
-
-func (e *eventParser) endLine() {
-	n := e.lineN
-	line := e.line
-	e.line, e.lineN = e.line[:0], 0
+// endLine takes a line of n bytes, of which line holds those kept.
+func (e *eventParser) endLine(line []byte, n int) {
 	switch {
 	case n == 0:
 		e.dispatch()
@@ -244,7 +252,7 @@ func (e *eventParser) endLine() {
 
 // dispatch judges the event that an empty line ended, and starts the next.
 func (e *eventParser) dispatch() {
-	defer func() { e.typ, e.data, e.hasData, e.long = e.typ[:0], e.data[:0], false, false }()
+	defer e.reset()
 	if !e.hasData && !e.long {
 		return
 	}
@@ -254,7 +262,7 @@ func (e *eventParser) dispatch() {
 	}
 	data := e.data[:len(e.data)-1]
 	if string(e.typ) != e.name { // compared without allocating
-		e.name = string(e.typ)
+		e.name = eventName(e.typ)
 	}
 	switch ev := e.judge(e.name, data); ev.Kind {
 	case EventPreamble:
@@ -267,6 +275,11 @@ func (e *eventParser) dispatch() {
 	}
 }
 
+// reset starts the next event.
+func (e *eventParser) reset() {
+	e.typ, e.data, e.hasData, e.long = e.typ[:0], e.data[:0], false, false
+}
+
 // eventBody is a response body that follows its event stream: it hands on
 // first the bytes read ahead, then the rest, and reports an error event or a
 // cut instead of a clean end.
@@ -275,18 +288,62 @@ type eventBody struct {
 	p    eventParser
 	held []byte // read ahead, not yet handed on
 	rerr error  // the error that ended the read-ahead, handed on after held
+
+	// The parser's first buffers, in the same allocation.
+	typ  [32]byte
+	data [512]byte
 }
 
 func newEventBody(rc io.ReadCloser, s *Stream) *eventBody {
-	return &eventBody{rc: rc, p: eventParser{judge: s.Event, max: s.readAhead()}}
+	b := &eventBody{rc: rc, p: eventParser{judge: s.Event, max: s.readAhead()}}
+	b.p.typ, b.p.data = b.typ[:0], b.data[:0]
+	return b
 }
+
+// eventName returns the event type b as a string, without allocating for
+// the types the LLM APIs send most.
+func eventName(b []byte) string {
+	switch string(b) {
+	case "":
+		return ""
+	case "message_start":
+		return "message_start"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "message_delta":
+		return "message_delta"
+	case "message_stop":
+		return "message_stop"
+	case "ping":
+		return "ping"
+	case "error":
+		return "error"
+	case "response.created":
+		return "response.created"
+	case "response.in_progress":
+		return "response.in_progress"
+	case "response.output_text.delta":
+		return "response.output_text.delta"
+	case "response.completed":
+		return "response.completed"
+	}
+	return string(b)
+}
+
+// firstRead is the size of the read-ahead's first buffer: most streams'
+// first output comes within it, and it doubles up to Stream.ReadAhead.
+const firstRead = 1 << 10
 
 // readAhead reads until the commit point, the read-ahead limit, an error or
 // the end. The attempt's end (its timeout, the Deadline, the caller's
 // cancel) closes the body and cuts the read: it reports false then.
 func (b *eventBody) readAhead(x *exchange) bool {
 	limit := b.p.max
-	buf := make([]byte, 0, min(limit, 4<<10))
+	buf := make([]byte, 0, min(limit, firstRead))
 	x.ctx.closeOnEnd(b.rc)
 	for empty := 0; !b.p.decided() && len(buf) < limit && empty < maxEmptyReads; {
 		if len(buf) == cap(buf) {

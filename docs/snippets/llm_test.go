@@ -30,6 +30,7 @@ func Example_llmClients() {
 	}
 	httpClient := &http.Client{Transport: &retry.Transport{
 		Policy: policy,
+		Stream: &retry.Stream{Event: retry.LLMEvent}, // an error before the first token is retried unseen
 		Replayable: func(req *http.Request) bool { // generation may be sent twice: see below
 			return strings.HasSuffix(req.URL.Path, "/chat/completions") ||
 				strings.HasSuffix(req.URL.Path, "/responses") ||
@@ -53,8 +54,9 @@ func Example_llmStreaming() {
 	ctx := context.Background()
 
 	client := &http.Client{Transport: &retry.Transport{
-		Policy:          retry.Policy{MaxAttempts: 1}, // Do retries the whole stream; don't multiply layers
-		BodyIdleTimeout: 30 * time.Second,             // a stream silent this long has stalled
+		Policy:          retry.Policy{MaxAttempts: 1},         // Do retries the whole stream; don't multiply layers
+		BodyIdleTimeout: 30 * time.Second,                     // a stream silent this long has stalled
+		Stream:          &retry.Stream{Event: retry.LLMEvent}, // a cut or an error event is an error, never an end
 	}}
 	p := retry.Policy{AttemptTimeout: 5 * time.Minute, Retryable: retry.LLMRetryable} // one attempt = the whole stream
 

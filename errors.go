@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -188,7 +189,7 @@ func IsRetryable(err error) bool {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
 	}
-	if isConnectionError(err) || isStreamReset(err) {
+	if isConnectionError(err) || isStreamReset(err) || notSent(err) || isGoAway(err) || brokenConn(err) {
 		return true
 	}
 	// net.ErrClosed: net/http closes a connection when its read side sees
@@ -241,6 +242,93 @@ func isStreamReset(err error) bool {
 		return false
 	}
 	return se.Code == 0x2 || se.Code == 0x7 || se.Code == 0x8
+}
+
+// The errors below are net/http's, which it exports neither as values nor
+// as types: errServerClosedIdle and the HTTP/2 transport's GOAWAY errors are
+// made by errors.New, and the HTTP/1 wrapper of a broken connection by
+// fmt.Errorf, so their text is all that tells them apart. Each is matched
+// whole (or, for the wrapper, by the prefix only it has) on one error of the
+// chain, never on a message that merely contains it. The GOAWAY error that
+// carries a stream id is a struct, and is matched by its shape, as
+// h2StreamError is.
+const (
+	// A server (or proxy) closed a connection net/http had taken from its
+	// pool for the request, before the request was handed to it: net/http
+	// re-sends it itself only when it is idempotent (golang/go#19943).
+	errTextServerClosedIdle = "http: server closed idle connection"
+	// The HTTP/2 server's GOAWAY named a last stream below the request's:
+	// the server says it did not, and will not, process the request.
+	errTextGoAwayAbove   = "http2: Transport received Server's graceful shutdown GOAWAY"
+	errPrefixGoAwayFirst = "http2: Transport received GOAWAY from server ErrCode:"
+	// The HTTP/1 connection broke while the response was read: a malformed
+	// status line or header, or a cut inside them.
+	errPrefixBrokenConn = "net/http: HTTP/1.x transport connection broken: "
+)
+
+// notSent reports an error that proves the request never reached a server
+// that could process it: a pooled connection the server had closed, or an
+// HTTP/2 stream above the last one a GOAWAY named. Such a request may be
+// sent again whatever its method.
+func notSent(err error) bool {
+	return walkErrors(err, 0, func(e error) bool {
+		switch msg := e.Error(); {
+		case msg == errTextServerClosedIdle, msg == errTextGoAwayAbove:
+			return true
+		case strings.HasPrefix(msg, errPrefixGoAwayFirst):
+			return true
+		}
+		return false
+	})
+}
+
+// isGoAway reports an HTTP/2 connection that the server closed after a
+// GOAWAY, with the request's stream at or below the last stream it named:
+// the server may have processed it, or not. It is a dropped connection,
+// retried like one: only what may run twice. The error has the shape of
+// net/http's http2GoAwayError (and of golang.org/x/net/http2.GoAwayError).
+func isGoAway(err error) bool {
+	return walkErrors(err, 0, func(e error) bool {
+		t := reflect.TypeOf(e)
+		if t.Kind() != reflect.Struct || !strings.HasSuffix(t.Name(), "GoAwayError") {
+			return false
+		}
+		f, ok := t.FieldByName("LastStreamID")
+		return ok && f.Type.Kind() == reflect.Uint32
+	})
+}
+
+// brokenConn reports an HTTP/1 connection that broke after the request was
+// (at least in part) written, wherever in the response: a dropped
+// connection, retried like one.
+func brokenConn(err error) bool {
+	return walkErrors(err, 0, func(e error) bool {
+		return strings.HasPrefix(e.Error(), errPrefixBrokenConn)
+	})
+}
+
+// walkErrors calls f on err and the errors it wraps, depth first, until f
+// reports true; it reports whether f did. A chain deeper than 64 is cut.
+func walkErrors(err error, depth int, f func(error) bool) bool {
+	for ; err != nil && depth < 64; depth++ {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walkErrors(e, depth+1, f) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // isCertificateError reports TLS verification failures, which repeat on

@@ -225,30 +225,6 @@ func sdkStreamError(err error) ([]byte, bool) {
 	return data, found
 }
 
-// walkErrors calls f on err and the errors it wraps, depth first, until f
-// reports true; it reports whether f did. A chain deeper than 64 is cut.
-func walkErrors(err error, depth int, f func(error) bool) bool {
-	for ; err != nil && depth < 64; depth++ {
-		if f(err) {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if walkErrors(e, depth+1, f) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
-}
-
 // streamRetryable judges, for LLMRetryable, an error that an event stream
 // reported: the library's own StreamError or an SDK's error for the event.
 // ok is false when err holds neither.

@@ -244,7 +244,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 			err = &attemptTimeoutError{err}
 		}
 		x.ctx.release()
-		return c.failed(err, c.replay || isConnectionError(err) || cw.failedConnecting())
+		return c.failed(err, c.replay || isConnectionError(err) || notSent(err) || cw.failedConnecting())
 	}
 	if resp.StatusCode < 400 {
 		if c.t.Stream != nil && resp.StatusCode >= 200 && isEventStream(resp.Header) &&

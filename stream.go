@@ -430,7 +430,7 @@ func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, e
 		x.ctx.release()
 		return c.failed(err, c.replay)
 	}
-	if ev := b.p.err; ev != nil && ev.Status != 0 {
+	if ev := b.p.err; ev != nil && ev.Status != 0 && !b.p.output { // else the error came after output
 		se := &StatusError{StatusCode: ev.Status, Message: statusMessage(ev.Status), Response: resp, Body: ev.Data}
 		if se.RetryAfter = c.l.held; se.RetryAfter == 0 {
 			se.RetryAfter, _ = ParseRetryAfter(resp.Header, c.l.p.now())

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
 )
 
 // rawServer is a TCP server on loopback that answers the n-th connection
@@ -190,7 +189,9 @@ type http2GoAwayError struct {
 	DebugData    string
 }
 
-func (e http2GoAwayError) Error() string { return "http2: server sent GOAWAY and closed the connection" }
+func (e http2GoAwayError) Error() string {
+	return "http2: server sent GOAWAY and closed the connection"
+}
 
 // TestTransportRetriesGoAwayThenClose: an HTTP/2 server that sends GOAWAY
 // naming the request's stream, then closes the connection. net/http
@@ -312,8 +313,8 @@ func goAwayAfterHeaders(conn net.Conn) {
 			}
 		case 0x1: // HEADERS: the request
 			payload := make([]byte, 8)
-			binary.BigEndian.PutUint32(payload, stream) // last stream: this one
-			_, _ = conn.Write(frame(0x7, 0, 0, payload))  // GOAWAY, NO_ERROR
+			binary.BigEndian.PutUint32(payload, stream)  // last stream: this one
+			_, _ = conn.Write(frame(0x7, 0, 0, payload)) // GOAWAY, NO_ERROR
 			return
 		}
 	}

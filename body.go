@@ -185,7 +185,11 @@ func (x *exchange) discard(resp *http.Response) {
 		return
 	}
 	if b, ok := resp.Body.(*eventBody); ok {
-		resp.Body = b.rc // what was read ahead is thrown away; the rest drained
+		// An event stream that reported an error may stay open, sending
+		// pings: draining it would wait out the attempt timeout. Its
+		// connection is the price of leaving at once.
+		_ = b.rc.Close()
+		return
 	}
 	x.ctx.closeOnEnd(resp.Body)
 	buf := drainPool.Get().(*[drainBuf]byte)

@@ -204,25 +204,37 @@ func sdkStreamError(err error) ([]byte, bool) {
 			return false
 		}
 		if rj, ok := e.(interface{ RawJSON() string }); ok {
-			f := v.FieldByName("StatusCode")
-			if f.IsValid() && f.CanInt() && f.Int() >= 200 && f.Int() < 300 {
+			f, ok := fieldByName(v, "StatusCode")
+			if ok && f.CanInt() && f.Int() >= 200 && f.Int() < 300 {
 				data = []byte(rj.RawJSON())
 				return true
 			}
 			return false
 		}
-		f := v.FieldByName("Event")
-		if !f.IsValid() || f.Kind() != reflect.Struct {
+		f, ok := fieldByName(v, "Event")
+		if !ok || f.Kind() != reflect.Struct {
 			return false
 		}
-		d := f.FieldByName("Data")
-		if d.IsValid() && d.Kind() == reflect.Slice && d.Type().Elem().Kind() == reflect.Uint8 {
+		d, ok := fieldByName(f, "Data")
+		if ok && d.Kind() == reflect.Slice && d.Type().Elem().Kind() == reflect.Uint8 {
 			data = d.Bytes()
 			return true
 		}
 		return false
 	})
 	return data, found
+}
+
+// fieldByName returns the field of struct v with that name, promoted ones
+// included, and false when there is none or it lies behind a nil embedded
+// pointer (where reflect.Value.FieldByName panics).
+func fieldByName(v reflect.Value, name string) (reflect.Value, bool) {
+	sf, ok := v.Type().FieldByName(name)
+	if !ok {
+		return reflect.Value{}, false
+	}
+	f, err := v.FieldByIndexErr(sf.Index)
+	return f, err == nil
 }
 
 // streamRetryable judges, for LLMRetryable, an error that an event stream

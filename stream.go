@@ -146,6 +146,15 @@ func (s *Stream) validate() error {
 
 func (s *Stream) readAhead() int { return orDefault(s.ReadAhead, DefaultStreamReadAhead) }
 
+// hasStream reports a response to req that carries an event stream: a 2xx
+// text/event-stream with a body. An empty one (net/http's NoBody for a
+// Content-Length of 0) counts: it is a stream cut before its first event.
+func hasStream(req *http.Request, resp *http.Response) bool {
+	return resp.StatusCode >= 200 && resp.StatusCode != http.StatusNoContent &&
+		resp.StatusCode != http.StatusNotModified && req.Method != http.MethodHead &&
+		resp.Body != nil && isEventStream(resp.Header)
+}
+
 // isEventStream reports a text/event-stream response, without allocating.
 func isEventStream(h http.Header) bool {
 	ct := h.Get("Content-Type")

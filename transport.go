@@ -247,8 +247,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		return c.failed(err, c.replay || isConnectionError(err) || notSent(err) || cw.failedConnecting())
 	}
 	if resp.StatusCode < 400 {
-		if c.t.Stream != nil && resp.StatusCode >= 200 && isEventStream(resp.Header) &&
-			resp.Body != nil && resp.Body != http.NoBody {
+		if c.t.Stream != nil && hasStream(c.req, resp) {
 			return c.stream(x, resp)
 		}
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -231,11 +232,10 @@ func TestTransportRetriesGoAwayThenClose(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		base := good.Client().Transport.(*http.Transport).Clone()
 		t.Cleanup(base.CloseIdleConnections)
-		dial := base.DialTLSContext
 		n := 0
 		var mu sync.Mutex
-		base.DialTLSContext = nil
-		base.DialTLS = func(network, addr string) (net.Conn, error) {
+		dialer := &tls.Dialer{Config: base.TLSClientConfig}
+		base.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			mu.Lock()
 			n++
 			first := n == 1
@@ -243,10 +243,7 @@ func TestTransportRetriesGoAwayThenClose(t *testing.T) {
 			if first {
 				addr = ln.Addr().String()
 			}
-			if dial != nil {
-				return dial(t.Context(), network, addr)
-			}
-			return tls.Dial(network, addr, base.TLSClientConfig)
+			return dialer.DialContext(ctx, network, addr)
 		}
 		base.ForceAttemptHTTP2 = true
 		client := &http.Client{Transport: &Transport{Base: base, Policy: Policy{Base: 1, Cap: 1}}}

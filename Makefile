@@ -17,7 +17,7 @@ PEERS_OUT   ?= peers.txt
 # Fuzz targets as directory:Target, the directory a package of a module; "."
 # is the library.
 FUZZ_TARGETS := .:FuzzParseRetryAfter .:FuzzBackoff .:FuzzTransport .:FuzzRateLimitHint \
-	.:FuzzReplayBuffer .:FuzzParseOpenAI .:FuzzParseAnthropic .:FuzzParseGitHub .:FuzzParseIETF \
+	.:FuzzReplayBuffer .:FuzzEventStream .:FuzzParseOpenAI .:FuzzParseAnthropic .:FuzzParseGitHub .:FuzzParseIETF \
 	retrygrpc:FuzzPushback internal/sfv:FuzzScanner internal/sfv/sfvdiff:FuzzList \
 	internal/sfv/sfvdiff:FuzzDict internal/sfv/sfvdiff:FuzzItem
 

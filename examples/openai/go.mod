@@ -8,6 +8,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/retrykit/retry v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -95,7 +95,7 @@ func TestTransportRetriesResponseBrokenInItsHeaders(t *testing.T) {
 					if err != nil {
 						t.Fatalf("GET: %v, want 200 after 3 requests", err)
 					}
-					if got := readAllBody(t, resp); got != "ok" || srv.requests.Load() != 3 {
+					if got := readAll(t, resp); got != "ok" || srv.requests.Load() != 3 {
 						t.Errorf("GET: body %q after %d requests, want ok after 3", got, srv.requests.Load())
 					}
 					continue
@@ -113,16 +113,6 @@ func TestTransportRetriesResponseBrokenInItsHeaders(t *testing.T) {
 			}
 		})
 	}
-}
-
-func readAllBody(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestTransportRetriesServerClosedIdle: a pooled connection that the server
@@ -257,7 +247,7 @@ func TestTransportRetriesGoAwayThenClose(t *testing.T) {
 			if err != nil {
 				t.Fatalf("GET: %v, want 200 from the second connection", err)
 			}
-			if got := readAllBody(t, resp); got != "ok" || resp.ProtoMajor != 2 {
+			if got := readAll(t, resp); got != "ok" || resp.ProtoMajor != 2 {
 				t.Errorf("GET: %q over HTTP/%d, want ok over HTTP/2", got, resp.ProtoMajor)
 			}
 			continue

@@ -229,7 +229,16 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	}
 	x := &exchange{done: c.stop}
 	areq := x.start(c.req, parent, c.l.attempt, c.body, c.header, c.l.began, timeout)
-	c.rb.lend(areq)
+	if c.replay {
+		c.rb.lend(areq)
+	} else {
+		// What must not run twice is sent again by the loop alone, on proof
+		// it checks: net/http re-sends a request with GetBody by itself on
+		// the server's word (an HTTP/2 REFUSED_STREAM or GOAWAY), which a
+		// proxy may give for a stream it had forwarded. docs/proxies.md has
+		// the measure of it.
+		areq.GetBody = nil
+	}
 	c.body = nil
 	resp, err = c.base.RoundTrip(areq)
 	if err == nil && resp == nil {

@@ -213,8 +213,7 @@ func TestTransportRetriesGoAwayThenClose(t *testing.T) {
 			if err != nil {
 				return
 			}
-			goAwayAfterHeaders(conn)
-			goaways.Add(1)
+			goAwayAfterHeaders(conn, &goaways)
 		}
 	}()
 	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
@@ -263,8 +262,9 @@ func TestTransportRetriesGoAwayThenClose(t *testing.T) {
 }
 
 // goAwayAfterHeaders speaks HTTP/2 on conn until the client's first HEADERS
-// frame, then sends GOAWAY naming that stream as the last, and closes.
-func goAwayAfterHeaders(conn net.Conn) {
+// frame, then counts a GOAWAY in sent, sends it naming that stream as the
+// last, and closes.
+func goAwayAfterHeaders(conn net.Conn, sent *atomic.Int32) {
 	defer conn.Close()
 	if err := conn.(*tls.Conn).Handshake(); err != nil {
 		return
@@ -300,9 +300,56 @@ func goAwayAfterHeaders(conn net.Conn) {
 			}
 		case 0x1: // HEADERS: the request
 			payload := make([]byte, 8)
-			binary.BigEndian.PutUint32(payload, stream)  // last stream: this one
+			binary.BigEndian.PutUint32(payload, stream) // last stream: this one
+			sent.Add(1)
 			_, _ = conn.Write(frame(0x7, 0, 0, payload)) // GOAWAY, NO_ERROR
 			return
+		}
+	}
+}
+
+// TestTransportAttemptGetBody: an attempt of a request that must not run
+// twice carries no GetBody, so that net/http cannot send it again by
+// itself on the server's word (a REFUSED_STREAM that a proxy gives for a
+// stream it had forwarded); one that may run twice keeps it, and net/http
+// re-sends it where the protocol says it may.
+func TestTransportAttemptGetBody(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		key        bool
+		replayable bool
+		want       bool
+	}{
+		{name: "keyless POST", want: false},
+		{name: "keyed POST", key: true, want: true},
+		{name: "POST that Replayable allows", replayable: true, want: true},
+	}
+	for _, tc := range tests {
+		var got bool
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			got = req.GetBody != nil
+			_ = req.Body.Close()
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+		})
+		tr := &Transport{Base: base}
+		if tc.replayable {
+			tr.Replayable = func(*http.Request) bool { return true }
+		}
+		req, err := http.NewRequest(http.MethodPost, "http://api.example/v1/things", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.key {
+			req.Header.Set("Idempotency-Key", "k")
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if got != tc.want {
+			t.Errorf("%s: the attempt has GetBody: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -108,6 +108,11 @@ func newTransport(p retry.Policy) *retry.Transport {
 	// so say it may. Leave other calls (batches, file uploads) to the
 	// default rule: a repeat could create a second one.
 	t.Replayable = isGeneration
+	// A streamed answer that fails before its first token (an overloaded
+	// or rate-limit error as the first event, after a 200) is retried
+	// unseen; one that breaks later ends with an error, never as a whole
+	// answer.
+	t.Stream = &retry.Stream{Event: retry.LLMEvent}
 	return t
 }
 

@@ -1,0 +1,96 @@
+package proxies_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// keepAlive is nginx's keepalive_timeout for clients in
+// TestKeepAliveRace, and holdIdle how long a request waits on the reused
+// connection before it is written: long enough for nginx to have closed it.
+const (
+	keepAlive = time.Second
+	holdIdle  = 1600 * time.Millisecond
+)
+
+// holdReused returns ctx with a client trace that, the first time a
+// request gets a reused connection, waits holdIdle before net/http writes
+// it, and a flag that says it did. It forces the race between a request
+// and a server's keep-alive timeout: net/http took the connection from
+// its pool while it was open, and finds it closed.
+func holdReused(ctx context.Context) (context.Context, *atomic.Bool) {
+	held := new(atomic.Bool)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Reused && held.CompareAndSwap(false, true) {
+				time.Sleep(holdIdle)
+			}
+		},
+	}), held
+}
+
+// TestKeepAliveRace: nginx closes a client's idle connection after
+// keepalive_timeout just as the client sends on it. net/http sends a GET
+// again by itself, but fails a PUT, a DELETE or a POST with "http: server
+// closed idle connection" (its Request.isReplayable knows only GET, HEAD,
+// OPTIONS, TRACE and keyed requests). The request never reached nginx, so
+// the Transport sends again what may run twice, and the upstream sees it
+// once. A POST without a key must never reach the upstream twice.
+func TestKeepAliveRace(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	n := startNginx(t, nginxOpts{
+		Upstreams: []string{up.addr},
+		HTTP:      "keepalive_timeout " + keepAlive.String() + ";",
+	})
+	always := func(*http.Request) bool { return true }
+	body := payload(8<<10, 3)
+	tests := []struct {
+		name       string
+		call       call
+		replayable func(*http.Request) bool
+		keyless    bool // a POST that may not run twice: what it gets is recorded, not asserted
+	}{
+		{name: "PUT", call: call{Method: http.MethodPut, ID: "put", Body: body}},
+		{name: "DELETE", call: call{Method: http.MethodDelete, ID: "delete"}},
+		{name: "Replayable POST", call: call{Method: http.MethodPost, ID: "replayable", Body: body}, replayable: always},
+		{name: "keyless POST", call: call{Method: http.MethodPost, ID: "keyless", Body: body}, keyless: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, plainTransport(), clientOpts{Replayable: tc.replayable})
+			warm := call{Method: http.MethodGet, ID: "warm-" + tc.call.ID}
+			if res := c.send(warm.request(t, context.Background(), n.url)); res.Err != nil || res.Status != http.StatusOK {
+				t.Fatalf("first request: %v", res)
+			}
+			ctx, held := holdReused(context.Background())
+			res := c.send(tc.call.request(t, ctx, n.url))
+			if !held.Load() {
+				t.Fatal("the second request did not get the first one's connection: no race forced")
+			}
+			attempts := c.count.attempts(tc.call.ID)
+			got := len(up.calls(tc.call.ID))
+			t.Logf("caller got %v; attempts %q; upstream received %d", res, attempts, got)
+			if tc.keyless {
+				if got > 1 {
+					t.Errorf("upstream received the keyless POST %d times, want at most 1", got)
+				}
+				return
+			}
+			if res.Err != nil || res.Status != http.StatusOK {
+				t.Errorf("caller got %v, want status 200", res)
+			}
+			if len(attempts) != 2 {
+				t.Errorf("%d attempts (%q), want 2: the cut one and its retry", len(attempts), attempts)
+			}
+			if got != 1 {
+				t.Errorf("upstream received %d requests, want 1", got)
+			}
+		})
+	}
+}

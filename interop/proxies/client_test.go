@@ -113,6 +113,7 @@ type call struct {
 	ID     string // sent as X-Call-Id, to find the call's attempts and upstream requests
 	Body   []byte // sent through a bytes.Reader, so GetBody rewinds it
 	Key    string // sent as Idempotency-Key when not empty
+	Expect bool   // sends Expect: 100-continue, so the body waits for the server's word
 }
 
 // request builds c's request to url.
@@ -129,6 +130,9 @@ func (c call) request(t *testing.T, ctx context.Context, url string) *http.Reque
 	req.Header.Set("X-Call-Id", c.ID)
 	if c.Key != "" {
 		req.Header.Set("Idempotency-Key", c.Key)
+	}
+	if c.Expect {
+		req.Header.Set("Expect", "100-continue")
 	}
 	return req
 }

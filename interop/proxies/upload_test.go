@@ -46,12 +46,14 @@ func TestEarly413(t *testing.T) {
 	}
 	body := payload(uploadSize, 5)
 	uploads := []struct {
-		name string
-		call call
-		once bool // may be sent only once
+		name  string
+		call  call
+		once  bool // may be sent only once
+		clean bool // must get the 413, sent once: the body waits for the proxy's word
 	}{
 		{name: "keyed POST", call: call{Method: http.MethodPost, ID: "keyed", Body: body, Key: "key-5"}},
 		{name: "keyless POST", call: call{Method: http.MethodPost, ID: "keyless", Body: body}, once: true},
+		{name: "keyed POST, Expect: 100-continue", call: call{Method: http.MethodPost, ID: "expect", Body: body, Key: "key-6", Expect: true}, clean: true},
 	}
 	for _, p := range proxies {
 		for _, u := range uploads {
@@ -73,6 +75,9 @@ func TestEarly413(t *testing.T) {
 					if a == "413" && i != len(attempts)-1 {
 						t.Errorf("attempt %d of %d got a 413 and was retried", i+1, len(attempts))
 					}
+				}
+				if u.clean && (res.Status != http.StatusRequestEntityTooLarge || len(attempts) != 1) {
+					t.Errorf("caller got %v after %d attempts, want the 413 after 1", res, len(attempts))
 				}
 				if u.once && len(attempts) != 1 {
 					t.Errorf("a keyless POST sent %d times, want 1", len(attempts))

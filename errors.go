@@ -136,7 +136,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // loop checks first that the caller's context is alive), a [net.Error] that
 // timed out, a dropped or refused connection (ECONNRESET, ECONNREFUSED,
 // ECONNABORTED, EPIPE, [net.ErrClosed], [io.ErrUnexpectedEOF], [io.EOF], an
-// HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL), a failed dial or a
+// HTTP/2 stream reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL, an
+// HTTP/2 GOAWAY, a pooled connection the server had closed, a connection
+// broken inside the response's status line or headers), a failed dial or a
 // temporary DNS failure, and a [*StatusError] with status 408, 429 or 5xx
 // other than 501 and 505, or a 403 that is a rate limit, or a [*StreamError]
 // whose status is one of those. A response header

@@ -2,8 +2,12 @@ package proxies_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"regexp"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,3 +98,49 @@ func TestKeepAliveRace(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepAliveRaceUnforced: keyless POSTs sent on a pooled connection at
+// about the moment nginx's keepalive_timeout closes it, each a little
+// earlier or later than the last, without holding any. What each got is
+// logged, by kind; the upstream must never receive one twice.
+func TestKeepAliveRaceUnforced(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	n := startNginx(t, nginxOpts{
+		Upstreams: []string{up.addr},
+		HTTP:      "keepalive_timeout " + keepAlive.String() + ";",
+	})
+	const calls = 40
+	body := payload(64<<10, 7)
+	outcomes := make([]string, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			c := newClient(t, plainTransport(), clientOpts{})
+			warm := call{Method: http.MethodGet, ID: fmt.Sprintf("warm-%d", i)}
+			if res := c.send(warm.request(t, context.Background(), n.url)); res.Err != nil {
+				outcomes[i] = "warm-up failed: " + res.Err.Error()
+				return
+			}
+			// From 20 ms before the close to 20 ms after, 1 ms apart.
+			time.Sleep(keepAlive - 20*time.Millisecond + time.Duration(i)*time.Millisecond)
+			post := call{Method: http.MethodPost, ID: fmt.Sprintf("post-%d", i), Body: body}
+			res := c.send(post.request(t, context.Background(), n.url))
+			outcomes[i] = strings.Join(c.count.attempts(post.ID), " / ")
+			if got := len(up.calls(post.ID)); got > 1 {
+				t.Errorf("%s: upstream received it %d times, want at most 1 (%v)", post.ID, got, res)
+			}
+		})
+	}
+	wg.Wait()
+	kinds := map[string]int{}
+	for _, o := range outcomes {
+		kinds[addrs.ReplaceAllString(o, "ADDR")]++
+	}
+	for k, v := range kinds {
+		t.Logf("%2d × %s", v, k)
+	}
+}
+
+// addrs matches the loopback addresses in an error.
+var addrs = regexp.MustCompile(`127\.0\.0\.1:\d+`)

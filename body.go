@@ -189,6 +189,7 @@ func (x *exchange) discard(resp *http.Response) {
 		// pings: draining it would wait out the attempt timeout. Its
 		// connection is the price of leaving at once.
 		_ = b.rc.Close()
+		b.free()
 		return
 	}
 	x.ctx.closeOnEnd(resp.Body)

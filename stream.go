@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // DefaultStreamReadAhead is the most of an event stream the Transport
@@ -293,10 +294,11 @@ func (e *eventParser) reset() {
 // first the bytes read ahead, then the rest, and reports an error event or a
 // cut instead of a clean end.
 type eventBody struct {
-	rc   io.ReadCloser
-	p    eventParser
-	held []byte // read ahead, not yet handed on
-	rerr error  // the error that ended the read-ahead, handed on after held
+	rc     io.ReadCloser
+	p      eventParser
+	held   []byte           // read ahead, not yet handed on
+	pooled *[firstRead]byte // held's array, from aheadPool, until held is handed on; only Read uses it
+	rerr   error            // the error that ended the read-ahead, handed on after held
 
 	// The parser's first buffers, in the same allocation.
 	typ  [32]byte
@@ -352,12 +354,14 @@ const firstRead = 1 << 10
 // cancel) closes the body and cuts the read: it reports false then.
 func (b *eventBody) readAhead(x *exchange) bool {
 	limit := b.p.max
-	buf := make([]byte, 0, min(limit, firstRead))
+	b.pooled = aheadPool.Get().(*[firstRead]byte)
+	buf := b.pooled[:0:min(limit, firstRead)]
 	x.ctx.closeOnEnd(b.rc)
 	for empty := 0; !b.p.decided() && len(buf) < limit && empty < maxEmptyReads; {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(2*cap(buf), limit))
 			buf = grown[:copy(grown, buf)]
+			b.free()
 		}
 		k, err := b.rc.Read(buf[len(buf):cap(buf)])
 		b.p.feed(buf[len(buf) : len(buf)+k])
@@ -376,16 +380,32 @@ func (b *eventBody) readAhead(x *exchange) bool {
 		if stopped {
 			_ = b.rc.Close()
 		}
+		b.free()
 		return false
 	}
 	b.held = buf
 	return true
 }
 
+// aheadPool holds read-ahead buffers. One goes back when the caller has
+// read all it held (as a stream's reader does at once), or when the stream
+// is thrown away; one whose body is closed first is left to the collector.
+var aheadPool = sync.Pool{New: func() any { return new([firstRead]byte) }}
+
+// free gives the read-ahead buffer back; nothing may be read from it after.
+func (b *eventBody) free() {
+	if b.pooled != nil {
+		aheadPool.Put(b.pooled)
+		b.pooled, b.held = nil, nil
+	}
+}
+
 func (b *eventBody) Read(p []byte) (int, error) {
 	if len(b.held) > 0 {
 		n := copy(p, b.held)
-		b.held = b.held[n:]
+		if b.held = b.held[n:]; len(b.held) == 0 {
+			b.free()
+		}
 		return n, nil
 	}
 	if b.p.err != nil {
@@ -436,6 +456,7 @@ func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, e
 			return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 		}
 		_ = b.rc.Close()
+		b.free()
 		x.ctx.release()
 		return c.failed(err, c.replay)
 	}

@@ -29,8 +29,9 @@ const DefaultStreamReadAhead = 64 << 10
 // Policy's Retryable, the replay rules, Retry-After), and retries it unseen
 // when they allow. Otherwise the caller gets the response, and reads first
 // the bytes held back, then the rest, byte for byte as the server sent them.
-// The first event must arrive within the attempt timeout, as the headers
-// must.
+// The first output must arrive within the attempt timeout, as the headers
+// must: set Policy.AttemptTimeout above the longest a model may think before
+// its first token.
 //
 // Past the commit point nothing can be sent again unseen, so the body
 // reports what it sees instead: after an error event, and the bytes that

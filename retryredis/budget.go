@@ -148,7 +148,9 @@ type BudgetStore struct {
 	// *redis.Ring. The Budget bounds each call by StoreTimeout; set
 	// ContextTimeoutEnabled in the client's options so that the call on
 	// the socket ends then too, rather than at the client's ReadTimeout.
-	// A nil Client fails every settlement.
+	// A cluster client is asked to read the slot map again (ReloadState),
+	// once a second at most, while calls fail, so that a failover is
+	// followed within seconds. A nil Client fails every settlement.
 	Client redis.Scripter
 
 	// Name tells the budgets on one Redis apart: one per service or API
@@ -159,6 +161,8 @@ type BudgetStore struct {
 	// braces keep it in one hash slot of a cluster. Empty means
 	// DefaultBudgetPrefix.
 	Prefix string
+
+	reload reloader // a cluster client's slot map, read again when calls fail
 }
 
 // NewBudgetStore returns a BudgetStore for the budget called name on
@@ -198,6 +202,7 @@ func (s *BudgetStore) Settle(ctx context.Context, r retry.BudgetSettlement) (ret
 		formatFloat(r.Ratio), formatFloat(r.MinPerSecond*window.Seconds()),
 		width.Microseconds(), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
+		s.reload.failed(s.Client, err)
 		return retry.BudgetLease{}, fmt.Errorf("retryredis: settling budget %q: %w", s.Key(), err)
 	}
 	if len(res) != 2 || res[0] < 0 || res[0] > r.Want {

@@ -51,7 +51,9 @@ type PacerStore struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient or
 	// *redis.Ring. The Pacer bounds each call by its StoreTimeout; set
 	// ContextTimeoutEnabled in the client's options so that the call on
-	// the socket ends then too. A nil Client fails every call.
+	// the socket ends then too. A cluster client is asked to read the slot
+	// map again (ReloadState), once a second at most, while calls fail. A
+	// nil Client fails every call.
 	Client redis.Scripter
 
 	// Name is the fleet's name for this Pacer: processes that share Name
@@ -67,6 +69,8 @@ type PacerStore struct {
 	// while a Retry-After or a granted wait runs. Zero means
 	// DefaultPacerTTL; negative is an error returned by each call.
 	TTL time.Duration
+
+	reload reloader // a cluster client's slot map, read again when calls fail
 }
 
 var _ retry.PacerStore = (*PacerStore)(nil)
@@ -143,6 +147,7 @@ func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, ma
 	maxw := micros(max(maxWait, 0))
 	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl, maxw).Slice()
 	if err != nil {
+		s.reload.failed(s.Client, err)
 		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
 	}
 	g, err := parseGrant(res)
@@ -185,6 +190,7 @@ func (s *PacerStore) Learn(ctx context.Context, key string, r retry.PaceReport) 
 	rk := s.Key(key)
 	n, err := pacerLearnScript.Run(ctx, s.Client, []string{rk}, args...).Int64()
 	if err != nil {
+		s.reload.failed(s.Client, err)
 		return fmt.Errorf("retryredis: learning into %q: %w", rk, err)
 	}
 	if n != 1 {

@@ -43,11 +43,14 @@ unit:
 # use, so a module's dependencies (two LLM SDKs among them) compile once,
 # not once for vet and again for the tests.
 # A module that needs a service brings a script that starts it around a
-# command (retryredis/with-redis.sh: a redis-server on a free loopback port).
+# command (retryredis/with-redis.sh: a redis-server on a free loopback port;
+# retryredis/with-redis-cluster.sh: a Redis Cluster of six nodes); the
+# scripts nest, each setting its variable for the command it runs.
 modules:
 	@set -e; for m in $(MODULES); do \
 		echo "== $$m"; \
 		run=; if [ -x $$m/with-redis.sh ]; then run=./with-redis.sh; fi; \
+		if [ -x $$m/with-redis-cluster.sh ]; then run="$$run ./with-redis-cluster.sh"; fi; \
 		(cd $$m && $(GO) vet -race ./... && $$run $(GO) test -race -count=1 ./...); \
 	done
 

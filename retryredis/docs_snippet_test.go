@@ -61,3 +61,18 @@ func TestFleetDocPacerWiring(t *testing.T) {
 		t.Error("the snippet's Pacer has no store")
 	}
 }
+
+// TestFleetDocClusterWiring holds the Cluster snippet of docs/fleet.md, so
+// that it compiles; it builds the stores without sending anything.
+func TestFleetDocClusterWiring(t *testing.T) {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"redis-0:6379", "redis-1:6379", "redis-2:6379"},
+		ContextTimeoutEnabled: true, // the stores' StoreTimeout reaches the socket
+	})
+	budgetStore := retryredis.NewBudgetStore(rdb, "openai-prod") // each key in one slot: {openai-prod}
+	pacerStore := retryredis.NewPacerStore(rdb, "openai-prod")
+	defer rdb.Close()
+	if budgetStore.Client == nil || pacerStore.Client == nil {
+		t.Error("the snippet's stores have no client")
+	}
+}

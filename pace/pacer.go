@@ -12,51 +12,21 @@ import (
 )
 
 // Pacer spaces the requests of every caller that shares it so that the
-// server's rate limits are not exceeded. Its zero value is ready to use and
-// learns the limits from response headers. Safe for concurrent use; share
-// one per API key.
-//
-// Set it as Transport.Pacer: before every attempt, first attempts and
-// retries alike, the Transport waits until the Pacer grants it, and after
-// every response, whatever its status, the Pacer reads the response's
-// rate-limit headers: OpenAI's x-ratelimit-*-requests and -tokens,
-// Anthropic's anthropic-ratelimit-*, GitHub's x-ratelimit-* (which many
-// limiters send too), and the IETF RateLimit-Policy and RateLimit fields
-// of every draft (or the older RateLimit-Limit, -Remaining and -Reset). A
-// Retry-After on a 429, 503 or 529, or on a 403 (GitHub's secondary
-// limit), holds every caller of that key until it passes, not only the
-// caller refused.
-//
-// The model. Requests share a limit when Key gives them the same key. Per
-// key, each dimension the server reports (requests, and tokens when Cost is
-// set) is a bucket: a token bucket refilling continuously for OpenAI and
-// Anthropic, at (limit - remaining) / reset; a fixed window for the IETF
-// fields (whose length is their w), GitHub's and the other x-ratelimit-*
-// headers, whose remaining count lasts until the reset and then the whole
-// limit returns. Each caller reserves its request (and its Cost) from the
-// buckets and waits, if they are empty, for its turn: callers are served
-// first come, first served. Each response moves a bucket down to what the
-// server reports, allowing for the requests still in flight and for a
-// server that counts requests sent together in another order, and never
-// up past it. A key with nothing learned is not paced, and costs next to
-// nothing.
-//
-// Values that cannot be true are ignored, not believed: a reset or a
-// Retry-After more than a day away, a limit of 0, a remaining count above
-// the limit, a negative or unparseable number. A response without
-// rate-limit headers changes nothing. A wait that cannot end before the
-// call's Deadline (or its context's deadline) fails the call at once.
+// servers' rate limits are not exceeded: set it as a retry.Transport's
+// Pacer. Its zero value is ready to use and learns the limits from response
+// headers (see the package documentation for the headers and the model).
+// Share one per API key: requests share a limit when Key gives them the
+// same key.
 //
 // Time comes from the Policy of the Transport that waits: its Clock (nil:
 // the real clock) dates the Pacer's readings, and its Sleep, when set, does
-// the waiting; Transports that share a Pacer must share a clock. Waits also
-// run under testing/synctest. The Pacer remembers at most 1,024 keys;
-// beyond that, a new key takes the place of the least recently used one
-// with nothing in flight and no Retry-After running, or, when there is
-// none, goes unpaced. docs/pacing.md is the guide.
+// the waiting; Transports that share a Pacer must share a clock. The
+// Pacer remembers at most 1,024 keys; beyond that, a new key takes the
+// place of the least recently used one with nothing in flight and no
+// Retry-After running, or, when there is none, goes unpaced.
 //
-// A Pacer must not be copied after first use, and its fields must not
-// change once it is in use.
+// A Pacer is safe for concurrent use. It must not be copied after first
+// use, and its fields must not change once it is in use.
 type Pacer struct {
 	// Key says which requests share a limit. Nil means the request's host
 	// plus a hash of its credential (the first of the Authorization,

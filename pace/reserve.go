@@ -19,6 +19,9 @@ var _ retry.Pacer = (*Pacer)(nil)
 // [retry.Transport] uses the Pacer; OnWait is called for each wait that
 // can end within room.
 func (p *Pacer) Reserve(req *http.Request, attempt int, clock clockwork.Clock, room time.Duration) (retry.Reservation, time.Duration) {
+	if p == nil { // a nil *Pacer in a Transport's Pacer, which is no nil interface
+		return none{}, 0
+	}
 	store := p.storeOn() && room > 0
 	var k *paceKey
 	if !store {
@@ -94,4 +97,13 @@ func (r *reservation) onWait(wait time.Duration, hinted bool, room time.Duration
 	if f := r.p.OnWait; f != nil && wait > 0 && wait < room {
 		f(Event{Attempt: r.attempt, Delay: wait, Host: wire.Host(r.req), RetryAfter: hinted})
 	}
+}
+
+// none is the Reservation of a nil *Pacer: it paces nothing and learns
+// nothing.
+type none struct{}
+
+func (none) Ready(clockwork.Clock, time.Duration, bool) time.Duration { return 0 }
+func (none) Cancel()                                                  {}
+func (none) Done(*http.Request, *http.Response, error, clockwork.Clock, time.Duration, time.Duration) {
 }

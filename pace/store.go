@@ -202,7 +202,7 @@ func (p *Pacer) storeTimeout() time.Duration {
 // Validate reports a Pacer that cannot be used: a negative StoreTimeout. A
 // Transport asks it before the first attempt of every call.
 func (p *Pacer) Validate() error {
-	if p.StoreTimeout < 0 {
+	if p != nil && p.StoreTimeout < 0 {
 		return fmt.Errorf("%w: Pacer.StoreTimeout is %v; it must not be negative", retry.ErrInvalidPolicy, p.StoreTimeout)
 	}
 	return nil

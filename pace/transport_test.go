@@ -314,3 +314,16 @@ func TestTransportPacerIgnoresRetryAfterBeyondADay(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportNilPacer: a nil *Pacer in a Transport, which the Transport
+// sees as a Pacer that is not nil, paces nothing and breaks nothing.
+func TestTransportNilPacer(t *testing.T) {
+	t.Parallel()
+	var p *Pacer
+	tr := &retry.Transport{Base: &scriptedRT{script: []http.Header{openAIHeaders(10, 0, "10s")}}, Pacer: p}
+	for range 3 {
+		if _, err := get(t, tr, "https://api.example.com/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (p *everyPacer) Reserve(_ *http.Request, _ int, clock clockwork.Clock, _ ti
 		at = now
 	}
 	p.next = at.Add(p.interval)
-	return p, at.Sub(now)
+	return p, at.Sub(now) // it is its own Reservation: Ready says 0, Cancel and Done do nothing
 }
 
 func (p *everyPacer) Ready(clockwork.Clock, time.Duration, bool) time.Duration { return 0 }

@@ -17,7 +17,7 @@ PEERS_OUT   ?= peers.txt
 # Fuzz targets as directory:Target, the directory a package of a module; "."
 # is the library.
 FUZZ_TARGETS := .:FuzzParseRetryAfter .:FuzzBackoff .:FuzzTransport .:FuzzRateLimitHint \
-	.:FuzzReplayBuffer .:FuzzEventStream .:FuzzParseOpenAI .:FuzzParseAnthropic .:FuzzParseGitHub .:FuzzParseIETF \
+	.:FuzzReplayBuffer .:FuzzEventStream pace:FuzzParseOpenAI pace:FuzzParseAnthropic pace:FuzzParseGitHub pace:FuzzParseIETF \
 	retrygrpc:FuzzPushback internal/sfv:FuzzScanner internal/sfv/sfvdiff:FuzzList \
 	internal/sfv/sfvdiff:FuzzDict internal/sfv/sfvdiff:FuzzItem
 
@@ -89,11 +89,13 @@ fuzz:
 # make bench BENCH_OUT=new.txt, then make benchstat.
 bench:
 	$(GO) test -c -o bench.test .
+	$(GO) test -c -o pace.test ./pace
 	rm -f $(BENCH_OUT)
 	for i in $$(seq $(BENCH_COUNT)); do \
 		./bench.test -test.run '^$$' -test.bench . -test.benchmem -test.benchtime $(BENCH_TIME) >> $(BENCH_OUT) || exit 1; \
+		./pace.test -test.run '^$$' -test.bench . -test.benchmem -test.benchtime $(BENCH_TIME) >> $(BENCH_OUT) || exit 1; \
 	done
-	rm -f bench.test
+	rm -f bench.test pace.test
 	cat $(BENCH_OUT)
 	cd bench && $(GO) run ./cmd/ratio $(abspath $(BENCH_OUT))
 

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -167,7 +168,7 @@ func (b *Budget) Withdraw() bool {
 	if b == nil {
 		return true
 	}
-	return b.withdrawWithin(context.Background(), maxDuration)
+	return b.withdrawWithin(context.Background(), wire.MaxDuration)
 }
 
 // withdrawWithin is Withdraw waiting on the Store for at most d (and
@@ -240,7 +241,7 @@ func (b *Budget) start() {
 	b.width = max(b.window()/budgetBuckets, 1)
 }
 
-func (b *Budget) now() time.Time { return nowOn(b.Clock) }
+func (b *Budget) now() time.Time { return wire.Now(b.Clock) }
 
 func (b *Budget) ratio() float64 {
 	if b.Ratio == 0 {

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"github.com/retrykit/retry/internal/wire"
 	"sync/atomic"
 	"time"
 )
@@ -247,7 +248,7 @@ func (b *Budget) settle(ctx context.Context, req BudgetSettlement, done chan str
 // than ctx lasts, and checks its answer.
 func (b *Budget) callStore(ctx context.Context, req BudgetSettlement) (BudgetLease, error) {
 	var got BudgetLease
-	err := callWithin(ctx, b.storeTimeout(), func(ctx context.Context) (err error) {
+	err := wire.CallWithin(ctx, b.storeTimeout(), func(ctx context.Context) (err error) {
 		got, err = b.Store.Settle(ctx, req)
 		return err
 	})
@@ -259,25 +260,6 @@ func (b *Budget) callStore(ctx context.Context, req BudgetSettlement) (BudgetLea
 			got.Retries, req.Want)
 	}
 	return got, nil
-}
-
-// callWithin runs f with a context that ends after d, or when parent ends,
-// and returns then even if f does not: a store that ignores its context (a
-// Redis client whose socket reads are bounded by its own read timeout
-// only, for one) must not hold a call up, nor keep a caller who has gone.
-// f's results may be read only when callWithin returns nil: a late f
-// still writes them.
-func callWithin(parent context.Context, d time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, d)
-	defer cancel()
-	ch := make(chan error, 1) // buffered: a late f ends without a reader
-	go func() { ch <- f(ctx) }()
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // leaseLife is how long a lease may be spent: SettleEvery, but at most half

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"github.com/retrykit/retry/internal/wire"
 	"io"
 	"net"
 	"net/http"
@@ -54,13 +55,9 @@ func (e *StatusError) Error() string {
 	return "retry: HTTP " + msg
 }
 
-// statusOverloaded is Anthropic's status for an API overloaded for
-// everyone.
-const statusOverloaded = 529
-
 // statusText is http.StatusText, knowing also the statuses LLM APIs add.
 func statusText(code int) string {
-	if code == statusOverloaded {
+	if code == wire.StatusOverloaded {
 		return "Overloaded"
 	}
 	return http.StatusText(code)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"reflect"
 )
@@ -158,7 +159,7 @@ func llmErrorStatus(data []byte) int {
 func errorTypeStatus(name string) int {
 	switch name {
 	case "overloaded_error":
-		return statusOverloaded
+		return wire.StatusOverloaded
 	case "rate_limit_error", "rate_limit_exceeded", "insufficient_quota", "requests", "tokens":
 		return http.StatusTooManyRequests
 	case "api_error", "server_error", "internal_error", "internal_server_error":

@@ -3,6 +3,7 @@ package retry
 import (
 	"bytes"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -388,12 +389,12 @@ func TestEventParserChunkingDoesNotMatter(t *testing.T) {
 	}
 	check(t, "whole", mixedStream)
 	for i := range len(mixedStream) + 1 {
-		check(t, "split at "+itoa(int64(i)), mixedStream[:i], mixedStream[i:])
+		check(t, "split at "+strconv.Itoa(i), mixedStream[:i], mixedStream[i:])
 	}
 	check(t, "byte by byte", strings.Split(mixedStream, "")...)
 	for i := 0; i+2 <= len(mixedStream); i += 17 {
 		for j := i + 1; j <= len(mixedStream); j += 23 {
-			check(t, "split at "+itoa(int64(i))+" and "+itoa(int64(j)),
+			check(t, "split at "+strconv.Itoa(i)+" and "+strconv.Itoa(j),
 				mixedStream[:i], "", mixedStream[i:j], mixedStream[j:])
 		}
 	}

@@ -7,12 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
-
-// DefaultLogWaitsMin is the shortest Pacer wait that LogWaits logs when
-// given a minimum of zero: shorter waits are the Pacer's everyday spacing.
-const DefaultLogWaitsMin = time.Second
 
 // LogRetries returns a Policy.OnRetry that logs each retry to logger (nil:
 // slog.Default()) at level Warn, with the attempt that failed, the delay,
@@ -43,31 +38,6 @@ func LogRetries(logger *slog.Logger) func(Event) {
 			attrs = append(attrs, slog.String("error", redact(e.Err)))
 		}
 		logger.LogAttrs(context.Background(), slog.LevelWarn, "retrying", attrs...)
-	}
-}
-
-// LogWaits returns a Pacer.OnWait that logs each wait of at least threshold
-// (zero: DefaultLogWaitsMin) to logger (nil: slog.Default()) at level Info,
-// with the host, the attempt about to begin, the wait, and whether a
-// Retry-After set it. Pacing waits are not retries, so LogRetries never
-// sees them; a long one is worth a line, since it is time the caller
-// spends before anything is sent. It never logs request headers.
-func LogWaits(logger *slog.Logger, threshold time.Duration) func(PaceEvent) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if threshold <= 0 {
-		threshold = DefaultLogWaitsMin
-	}
-	return func(e PaceEvent) {
-		if e.Delay < threshold {
-			return
-		}
-		logger.LogAttrs(context.Background(), slog.LevelInfo, "pacing",
-			slog.String("host", e.Host),
-			slog.Int("attempt", e.Attempt),
-			slog.Duration("delay", e.Delay),
-			slog.Bool("retry_after", e.RetryAfter))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,8 +220,33 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
+// holdPacer is a Pacer that holds every caller for the Retry-After the
+// Transport reports with a response: the least a Pacer may do with Done.
+// It is its own Reservation.
+type holdPacer struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (p *holdPacer) Reserve(_ *http.Request, _ int, clock clockwork.Clock, _ time.Duration) (retry.Reservation, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p, p.until.Sub(clock.Now())
+}
+
+func (p *holdPacer) Ready(clockwork.Clock, time.Duration, bool) time.Duration { return 0 }
+func (p *holdPacer) Cancel()                                                  {}
+func (p *holdPacer) Done(_ *http.Request, _ *http.Response, _ error, clock clockwork.Clock, hold, _ time.Duration) {
+	if hold > 0 {
+		p.mu.Lock()
+		p.until = clock.Now().Add(hold)
+		p.mu.Unlock()
+	}
+}
+
 // TestOnDoneReportsPacerWait: a call that waited for the Transport's Pacer
-// reports the wait in Outcome.Waited, apart from the time it slept.
+// reports the wait in Outcome.Waited, apart from the time it slept; the
+// Pacer is told the 429's Retry-After as the hold.
 func TestOnDoneReportsPacerWait(t *testing.T) {
 	t.Parallel()
 	ft := retrytest.NewFakeTime()
@@ -237,7 +263,7 @@ func TestOnDoneReportsPacerWait(t *testing.T) {
 		}
 		return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 	})
-	tr := &retry.Transport{Base: base, Policy: p, Pacer: &retry.Pacer{}}
+	tr := &retry.Transport{Base: base, Policy: p, Pacer: &holdPacer{}}
 	for range 2 {
 		resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://api.example/", nil))
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"time"
 
@@ -279,8 +280,8 @@ func (p *Policy) jitterHint(hint time.Duration) time.Duration {
 		return hint
 	}
 	extra := float64(hint) * p.RetryAfterJitter * randFactor(p.Rand)
-	if extra >= float64(maxDuration-hint) {
-		return maxDuration
+	if extra >= float64(wire.MaxDuration-hint) {
+		return wire.MaxDuration
 	}
 	return hint + time.Duration(extra)
 }
@@ -293,11 +294,24 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 	if l.p.OnRetry != nil {
 		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted, Context: l.ctx})
 	}
-	took, err := l.wait(delay)
-	l.slept += took
+	return l.pause(delay, false)
+}
+
+// pause waits d before the next attempt: a backoff sleep, or, when paced,
+// a Pacer's wait. It returns the error the call ends with when the context
+// ended meanwhile or a custom Sleep failed.
+func (l *loop) pause(d time.Duration, paced bool) error {
+	took, err := l.wait(d)
+	if paced {
+		l.paced += took
+	} else {
+		l.slept += took
+	}
 	switch {
 	case l.ctx.Err() != nil:
 		return l.canceled(nil)
+	case err != nil && paced:
+		return fmt.Errorf("retry: Policy.Sleep failed waiting for the Pacer after %d attempts: %w", l.attempt, err)
 	case err != nil: // a custom Sleep failed on its own
 		return fmt.Errorf("retry: Policy.Sleep failed after %d attempts: %w; last error: %w", l.attempt, err, l.last)
 	}
@@ -401,15 +415,7 @@ func (p *Policy) since(t time.Time) time.Duration {
 	return p.Clock.Since(t)
 }
 
-func (p *Policy) now() time.Time { return nowOn(p.Clock) }
-
-// nowOn reads c, or the real clock when c is nil.
-func nowOn(c clockwork.Clock) time.Time {
-	if c == nil {
-		return time.Now()
-	}
-	return c.Now()
-}
+func (p *Policy) now() time.Time { return wire.Now(p.Clock) }
 
 func orDefault[T int | time.Duration](v, def T) T {
 	if v == 0 {

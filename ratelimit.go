@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"strconv"
 	"time"
@@ -44,7 +45,7 @@ func hasRetryAfter(h http.Header) bool {
 
 // limitSpent reports an x-ratelimit-remaining header of 0.
 func limitSpent(h http.Header) bool {
-	v, ok := headerValue(h, "X-Ratelimit-Remaining")
+	v, ok := wire.HeaderValue(h, "X-Ratelimit-Remaining")
 	if !ok {
 		return false
 	}
@@ -61,7 +62,7 @@ func limitSpent(h http.Header) bool {
 // an absurd one (which any Deadline turns into a prompt give-up), and
 // (0, false) for a missing, negative or malformed value.
 func parseReset(h http.Header, now time.Time) (time.Duration, bool) {
-	v, ok := headerValue(h, "X-Ratelimit-Reset")
+	v, ok := wire.HeaderValue(h, "X-Ratelimit-Reset")
 	if !ok {
 		return 0, false
 	}
@@ -72,9 +73,9 @@ func parseReset(h http.Header, now time.Time) (time.Duration, bool) {
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || sec > maxResetUnix { // only a range error is left
-		return maxDuration, true
+		return wire.MaxDuration, true
 	}
-	if resetIsDelta(float64(sec)) {
+	if wire.ResetIsDelta(float64(sec)) {
 		return time.Duration(sec) * time.Second, true
 	}
 	d := time.Unix(sec, 0).Sub(now) // saturates rather than overflows
@@ -83,15 +84,6 @@ func parseReset(h http.Header, now time.Time) (time.Duration, bool) {
 	}
 	return d, true
 }
-
-// resetIsDelta reports whether an x-ratelimit-reset of secs counts
-// seconds from now rather than a Unix time. Servers send both under the
-// one name: GitHub and many gateways the Unix time at which the window
-// ends, others (@fastify/rate-limit by default, Reddit) the seconds until
-// then. The value tells them apart: a day or less is seconds from now, as
-// no rate-limit window is longer and no Unix time that small (1970-01-02)
-// is a server's present; anything more is a Unix time.
-func resetIsDelta(secs float64) bool { return secs <= maxPacerReset.Seconds() }
 
 // rateLimited reports a 403 that is a rate limit rather than a refusal: it
 // has a valid Retry-After or retry-after-ms (0 included), its rate limit is

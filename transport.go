@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrykit/retry/internal/wire"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -90,11 +91,14 @@ type Transport struct {
 	// Nil means event streams are handed over like any response.
 	Stream *Stream
 
-	// Pacer, when set, spaces the attempts of every caller that shares it
-	// by the rate limits its servers report (see Pacer): each attempt
-	// waits for it first, and each response teaches it. Nil means no
+	// Pacer, when set, spaces the attempts of every caller that shares
+	// it: each attempt waits for it first, and each response teaches it
+	// (see Pacer). *pace.Pacer, of package
+	// github.com/retrykit/retry/pace, paces by the rate limits that
+	// servers report. A Pacer with a method Validate() error is asked
+	// before the first attempt: its error ends the call. Nil means no
 	// pacing.
-	Pacer *Pacer
+	Pacer Pacer
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -138,7 +142,7 @@ type call struct {
 	replay bool          // the request may be sent again after it may have been processed
 	body   io.ReadCloser // the body of the next attempt, not yet handed on
 	rb     *replayBody   // keeps a body without GetBody for the next attempt; nil if none
-	pt     paceTicket    // the current attempt's reservation with the Pacer
+	pr     Reservation   // the current attempt's place with the Pacer; nil if none
 }
 
 func (c *call) init() error {
@@ -155,8 +159,8 @@ func (c *call) init() error {
 			return err
 		}
 	}
-	if c.t.Pacer != nil {
-		if err := c.t.Pacer.validate(); err != nil {
+	if v, ok := c.t.Pacer.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
 			return err
 		}
 	}
@@ -440,7 +444,7 @@ func statusMessage(code int) string {
 		return "503 Service Unavailable"
 	case http.StatusGatewayTimeout:
 		return "504 Gateway Timeout"
-	case statusOverloaded:
+	case wire.StatusOverloaded:
 		return "529 Overloaded"
 	}
 	return strings.TrimSpace(strconv.Itoa(code) + " " + statusText(code))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // The real-limiter test: express-rate-limit 8.7.5 and @fastify/rate-limit
@@ -173,7 +174,7 @@ func runLimiter(t *testing.T, node, mode string, paced bool, window time.Duratio
 	t.Cleanup(counter.base.CloseIdleConnections)
 	tr := &retry.Transport{Base: counter, Policy: retry.Policy{Deadline: 2*window + 10*time.Second}}
 	if paced {
-		tr.Pacer = &retry.Pacer{}
+		tr.Pacer = &pace.Pacer{}
 	}
 	client := &http.Client{Transport: tr}
 	start := time.Now()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // Benchmarks of the PacerStore against the real Redis of RETRY_REDIS_ADDR:
@@ -20,10 +20,10 @@ import (
 // and a TTL) without the queue growing.
 
 // plentyReport is a report of both dimensions that never runs out.
-func plentyReport(mark retry.PaceGrant) retry.PaceReport {
-	return retry.PaceReport{
-		Requests: retry.PaceLimit{Limit: 1e6, Remaining: 1e6 - 1, Rate: 1e9, Mark: mark.Requests},
-		Tokens:   retry.PaceLimit{Limit: 1e9, Remaining: 1e9 - 1000, Rate: 1e12, Mark: mark.Tokens},
+func plentyReport(mark pace.Grant) pace.Report {
+	return pace.Report{
+		Requests: pace.Limit{Limit: 1e6, Remaining: 1e6 - 1, Rate: 1e9, Mark: mark.Requests},
+		Tokens:   pace.Limit{Limit: 1e9, Remaining: 1e9 - 1000, Rate: 1e12, Mark: mark.Tokens},
 	}
 }
 
@@ -32,7 +32,7 @@ func plentyReport(mark retry.PaceGrant) retry.PaceReport {
 func benchPacerStore(b *testing.B, rdb *redis.Client) *PacerStore {
 	store := NewPacerStore(rdb, uniqueName(b))
 	b.Cleanup(func() { rdb.Del(context.Background(), store.Key("k")) })
-	if err := store.Learn(context.Background(), "k", plentyReport(retry.PaceGrant{})); err != nil {
+	if err := store.Learn(context.Background(), "k", plentyReport(pace.Grant{})); err != nil {
 		b.Fatal(err)
 	}
 	return store
@@ -100,7 +100,7 @@ func BenchmarkPacerStoreHotKey(b *testing.B) {
 				}
 				continue
 			}
-			if err := store.Learn(ctx, "k", plentyReport(retry.PaceGrant{})); err != nil {
+			if err := store.Learn(ctx, "k", plentyReport(pace.Grant{})); err != nil {
 				b.Error(err)
 				return
 			}

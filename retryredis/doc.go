@@ -19,7 +19,7 @@
 // one script call, timed by the Redis server's clock, so the processes'
 // clocks need not agree.
 //
-// A [PacerStore] does the same for a [retry.Pacer]: every process whose
+// A [PacerStore] does the same for a [pace.Pacer]: every process whose
 // Pacer has a PacerStore with the same Name on the same Redis reserves
 // from one bucket per API key and dimension, and honours the Retry-After
 // any of them received. docs/fleet.md in the repository is the guide.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 	"github.com/retrykit/retry/retryredis"
 )
 
@@ -48,7 +49,7 @@ func TestFleetDocPacerWiring(t *testing.T) {
 		MaxRetries:            -1,   // the Pacer falls back on its own: fail fast instead
 		DialerRetries:         1,
 	})
-	pacer := &retry.Pacer{
+	pacer := &pace.Pacer{
 		Store: retryredis.NewPacerStore(rdb, "openai-prod"), // one name for the fleet's API key
 		OnFallback: func(err error) {
 			fallbacks.Add(1) // a metric: this process paces from its own buckets for a second
@@ -57,7 +58,7 @@ func TestFleetDocPacerWiring(t *testing.T) {
 	}
 	client := &http.Client{Transport: &retry.Transport{Pacer: pacer}}
 	defer rdb.Close()
-	if client.Transport.(*retry.Transport).Pacer.Store == nil {
+	if client.Transport.(*retry.Transport).Pacer.(*pace.Pacer).Store == nil {
 		t.Error("the snippet's Pacer has no store")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 	"github.com/retrykit/retry/retryredis"
 )
 
@@ -37,10 +38,10 @@ func ExamplePacerStore() {
 	defer api.Close()
 
 	process := func(name string) *http.Client {
-		pacer := &retry.Pacer{
+		pacer := &pace.Pacer{
 			Store:        retryredis.NewPacerStore(rdb, "openai-prod"),
 			StoreTimeout: time.Second, // generous for an example; the default is 50 ms
-			OnWait: func(e retry.PaceEvent) {
+			OnWait: func(e pace.Event) {
 				fmt.Printf("process %s waits %v\n", name, e.Delay)
 			},
 		}

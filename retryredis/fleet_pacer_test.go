@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // The Pacer's fleet: fleetProcesses processes of fleetGoroutines callers
@@ -319,7 +320,7 @@ func TestFleetPacerChild(t *testing.T) {
 // Deadline per call, whose Pacer reserves from the Redis the parent named,
 // if any, and reports each fallback to onFallback.
 func pacerClient(onFallback func(error)) (*http.Client, func()) {
-	pacer := &retry.Pacer{OnFallback: onFallback}
+	pacer := &pace.Pacer{OnFallback: onFallback}
 	var rdb *redis.Client
 	if addr := os.Getenv("RETRYREDIS_PACER_REDIS"); addr != "" {
 		// No retries in the client, one dial: once redis-server is dead

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // DefaultPacerPrefix is what the keys of a PacerStore start with when its
@@ -31,7 +32,7 @@ const DefaultPacerTTL = time.Hour
 // replaced by a digest.
 const maxPacerKey = 200
 
-// PacerStore is a [retry.PacerStore] on Redis: the Pacers of every process
+// PacerStore is a [pace.Store] on Redis: the Pacers of every process
 // whose store has the same Client, Prefix and Name share their buckets, one
 // hash key per key of the Pacer (an API host and credential), which expires
 // once no process has used it for TTL.
@@ -73,7 +74,7 @@ type PacerStore struct {
 	reload reloader // a cluster client's slot map, read again when calls fail
 }
 
-var _ retry.PacerStore = (*PacerStore)(nil)
+var _ pace.Store = (*PacerStore)(nil)
 
 // NewPacerStore returns a PacerStore for the Pacer called name on client,
 // with the default prefix and TTL.
@@ -135,24 +136,24 @@ func (s *PacerStore) ttl() (int64, error) {
 // or more takes nothing. It returns an error, never a grant out of range,
 // when tokens is not a finite number, 0 or more, when Redis fails, or when
 // it answers anything but what the script returns.
-func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (retry.PaceGrant, error) {
+func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (pace.Grant, error) {
 	ttl, err := s.ttl()
 	if err != nil {
-		return retry.PaceGrant{}, err
+		return pace.Grant{}, err
 	}
 	if !finite(tokens) || tokens < 0 {
-		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving %v tokens: want a finite number, 0 or more", tokens)
+		return pace.Grant{}, fmt.Errorf("retryredis: reserving %v tokens: want a finite number, 0 or more", tokens)
 	}
 	rk := s.Key(key)
 	maxw := micros(max(maxWait, 0))
 	res, err := pacerReserveScript.Run(ctx, s.Client, []string{rk}, formatFloat(tokens), ttl, maxw).Slice()
 	if err != nil {
 		s.reload.failed(s.Client, err)
-		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
+		return pace.Grant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
 	}
 	g, err := parseGrant(res)
 	if err != nil {
-		return retry.PaceGrant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
+		return pace.Grant{}, fmt.Errorf("retryredis: reserving from %q: %w", rk, err)
 	}
 	return g, nil
 }
@@ -160,14 +161,14 @@ func (s *PacerStore) Reserve(ctx context.Context, key string, tokens float64, ma
 // Learn moves key's buckets to what a server reported. It returns an error
 // for a report with a number that is not finite, or negative where it
 // cannot be, before it writes anything; and when Redis fails.
-func (s *PacerStore) Learn(ctx context.Context, key string, r retry.PaceReport) error {
+func (s *PacerStore) Learn(ctx context.Context, key string, r pace.Report) error {
 	ttl, err := s.ttl()
 	if err != nil {
 		return err
 	}
 	dims := [...]struct {
 		name string
-		l    *retry.PaceLimit
+		l    *pace.Limit
 	}{{"requests", &r.Requests}, {"tokens", &r.Tokens}}
 	for _, d := range dims {
 		if err := checkLimit(d.l); err != nil {
@@ -200,7 +201,7 @@ func (s *PacerStore) Learn(ctx context.Context, key string, r retry.PaceReport) 
 }
 
 // checkLimit rejects a dimension of a report that no Pacer sends.
-func checkLimit(l *retry.PaceLimit) error {
+func checkLimit(l *pace.Limit) error {
 	for _, f := range [...]struct {
 		name string
 		v    float64
@@ -220,9 +221,9 @@ func checkLimit(l *retry.PaceLimit) error {
 }
 
 // parseGrant reads the reserve script's answer.
-func parseGrant(res []any) (retry.PaceGrant, error) {
+func parseGrant(res []any) (pace.Grant, error) {
 	if len(res) != 8 {
-		return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+		return pace.Grant{}, fmt.Errorf("unexpected answer %v", res)
 	}
 	var f [8]float64
 	for i, x := range res {
@@ -233,22 +234,22 @@ func parseGrant(res []any) (retry.PaceGrant, error) {
 		case string:
 			var err error
 			if v, err = strconv.ParseFloat(x, 64); err != nil {
-				return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+				return pace.Grant{}, fmt.Errorf("unexpected answer %v", res)
 			}
 		default:
-			return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+			return pace.Grant{}, fmt.Errorf("unexpected answer %v", res)
 		}
 		if !finite(v) || (v < 0 && i != 2 && i != 5) || (i == 1 && v != 0 && v != 1) ||
 			((i == 4 || i == 7) && (v != math.Trunc(v) || v > 1<<53)) {
-			return retry.PaceGrant{}, fmt.Errorf("unexpected answer %v", res)
+			return pace.Grant{}, fmt.Errorf("unexpected answer %v", res)
 		}
 		f[i] = v
 	}
-	return retry.PaceGrant{
+	return pace.Grant{
 		Wait:       durationOfMicros(f[0]),
 		RetryAfter: f[1] == 1,
-		Requests:   retry.PaceMark{Level: f[2], Corrected: f[3], Epoch: int64(f[4])},
-		Tokens:     retry.PaceMark{Level: f[5], Corrected: f[6], Epoch: int64(f[7])},
+		Requests:   pace.Mark{Level: f[2], Corrected: f[3], Epoch: int64(f[4])},
+		Tokens:     pace.Mark{Level: f[5], Corrected: f[6], Epoch: int64(f[7])},
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 func TestPacerStoreKey(t *testing.T) {
@@ -92,7 +93,7 @@ func TestPacerStoreBadState(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Learn(ctx, "k", retry.PaceReport{Block: time.Second}); err != nil {
+	if err := s.Learn(ctx, "k", pace.Report{Block: time.Second}); err != nil {
 		t.Errorf("Learn after SCRIPT FLUSH: %v", err)
 	}
 
@@ -102,7 +103,7 @@ func TestPacerStoreBadState(t *testing.T) {
 	if g, err := s.Reserve(ctx, "str", 0, forever); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("Reserve on a key holding a string: %+v, %v; want a WRONGTYPE error", g, err)
 	}
-	if err := s.Learn(ctx, "str", retry.PaceReport{Block: time.Second}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := s.Learn(ctx, "str", pace.Report{Block: time.Second}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("Learn on a key holding a string: %v; want a WRONGTYPE error", err)
 	}
 
@@ -133,7 +134,7 @@ func TestPacerStoreBadState(t *testing.T) {
 			if err != nil || got.Wait != g.want || got.RetryAfter {
 				t.Errorf("Reserve = %+v, %v; want a wait of %v", got, err, g.want)
 			}
-			if err := s.Learn(ctx, key, retry.PaceReport{Requests: bucketOf(10, 0, 1, noMark),
+			if err := s.Learn(ctx, key, pace.Report{Requests: bucketOf(10, 0, 1, noMark),
 				Tokens: bucketOf(10, 0, 1, noMark)}); err != nil {
 				t.Errorf("Learn: %v", err)
 			}
@@ -161,19 +162,19 @@ func TestPacerStoreBadArguments(t *testing.T) {
 	ok := bucketOf(10, 5, 1, noMark)
 	tests := []struct {
 		name string
-		r    retry.PaceReport
+		r    pace.Report
 	}{
-		{name: "NaN limit", r: retry.PaceReport{Requests: bucketOf(nan, 5, 1, noMark)}},
-		{name: "infinite remaining", r: retry.PaceReport{Requests: bucketOf(10, inf, 1, noMark)}},
-		{name: "negative remaining", r: retry.PaceReport{Requests: bucketOf(10, -1, 1, noMark)}},
-		{name: "negative limit", r: retry.PaceReport{Tokens: bucketOf(-10, 5, 1, noMark), Requests: ok}},
-		{name: "negative rate", r: retry.PaceReport{Requests: ok, Tokens: bucketOf(10, 5, -1, noMark)}},
-		{name: "NaN mark", r: retry.PaceReport{Requests: bucketOf(10, 5, 1, retry.PaceMark{Level: nan, Epoch: 1})}},
-		{name: "negative corrected", r: retry.PaceReport{Requests: bucketOf(10, 5, 1, retry.PaceMark{Corrected: -1, Epoch: 1})}},
-		{name: "negative epoch", r: retry.PaceReport{Requests: bucketOf(10, 5, 1, retry.PaceMark{Epoch: -1})}},
-		{name: "negative window", r: retry.PaceReport{Requests: windowOf(10, 5, -time.Second, 0, noMark)}},
-		{name: "negative reset", r: retry.PaceReport{Requests: windowOf(10, 5, time.Second, -time.Second, noMark)}},
-		{name: "negative block", r: retry.PaceReport{Requests: ok, Block: -time.Second}},
+		{name: "NaN limit", r: pace.Report{Requests: bucketOf(nan, 5, 1, noMark)}},
+		{name: "infinite remaining", r: pace.Report{Requests: bucketOf(10, inf, 1, noMark)}},
+		{name: "negative remaining", r: pace.Report{Requests: bucketOf(10, -1, 1, noMark)}},
+		{name: "negative limit", r: pace.Report{Tokens: bucketOf(-10, 5, 1, noMark), Requests: ok}},
+		{name: "negative rate", r: pace.Report{Requests: ok, Tokens: bucketOf(10, 5, -1, noMark)}},
+		{name: "NaN mark", r: pace.Report{Requests: bucketOf(10, 5, 1, pace.Mark{Level: nan, Epoch: 1})}},
+		{name: "negative corrected", r: pace.Report{Requests: bucketOf(10, 5, 1, pace.Mark{Corrected: -1, Epoch: 1})}},
+		{name: "negative epoch", r: pace.Report{Requests: bucketOf(10, 5, 1, pace.Mark{Epoch: -1})}},
+		{name: "negative window", r: pace.Report{Requests: windowOf(10, 5, -time.Second, 0, noMark)}},
+		{name: "negative reset", r: pace.Report{Requests: windowOf(10, 5, time.Second, -time.Second, noMark)}},
+		{name: "negative block", r: pace.Report{Requests: ok, Block: -time.Second}},
 	}
 	for _, tt := range tests {
 		if err := s.Learn(ctx, "k", tt.r); err == nil {
@@ -183,21 +184,21 @@ func TestPacerStoreBadArguments(t *testing.T) {
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("keys %q written by calls that failed", keys)
 	}
-	if err := s.Learn(ctx, "k", retry.PaceReport{}); err != nil || len(m.Keys()) != 0 {
+	if err := s.Learn(ctx, "k", pace.Report{}); err != nil || len(m.Keys()) != 0 {
 		t.Errorf("a report of nothing: %v, keys %q; want no error and no key", err, m.Keys())
 	}
 	neg := &PacerStore{Client: s.Client, TTL: -time.Second}
 	if _, err := neg.Reserve(ctx, "k", 0, forever); !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Errorf("Reserve with a negative TTL: %v; want ErrInvalidPolicy", err)
 	}
-	if err := neg.Learn(ctx, "k", retry.PaceReport{Block: time.Second}); !errors.Is(err, retry.ErrInvalidPolicy) {
+	if err := neg.Learn(ctx, "k", pace.Report{Block: time.Second}); !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Errorf("Learn with a negative TTL: %v; want ErrInvalidPolicy", err)
 	}
 	var nilStore *PacerStore
 	if _, err := nilStore.Reserve(ctx, "k", 0, forever); err == nil {
 		t.Error("Reserve on a nil *PacerStore: want an error")
 	}
-	if err := (&PacerStore{}).Learn(ctx, "k", retry.PaceReport{Block: time.Second}); err == nil {
+	if err := (&PacerStore{}).Learn(ctx, "k", pace.Report{Block: time.Second}); err == nil {
 		t.Error("Learn without a Client: want an error")
 	}
 }
@@ -239,7 +240,7 @@ func TestPacerStoreOddReplies(t *testing.T) {
 			if g, err := store.Reserve(context.Background(), "k", 1, forever); err == nil {
 				t.Errorf("Reserve = %+v, nil; want an error", g)
 			}
-			if err := store.Learn(context.Background(), "k", retry.PaceReport{Block: time.Second}); err == nil {
+			if err := store.Learn(context.Background(), "k", pace.Report{Block: time.Second}); err == nil {
 				t.Error("Learn = nil; want an error")
 			}
 		})
@@ -247,7 +248,7 @@ func TestPacerStoreOddReplies(t *testing.T) {
 	// The well-formed answer reads as it should: the test above is not
 	// failing on it.
 	store := &PacerStore{Client: oddScripter{val: good}}
-	want := retry.PaceGrant{Requests: retry.PaceMark{Level: 1, Epoch: 1}}
+	want := pace.Grant{Requests: pace.Mark{Level: 1, Epoch: 1}}
 	if g, err := store.Reserve(context.Background(), "k", 1, forever); err != nil || g != want {
 		t.Errorf("Reserve of a good answer = %+v, %v; want %+v", g, err, want)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // forever is a longest wait no test reaches: the caller can wait.
@@ -44,10 +44,10 @@ func (m *paceModel) key(k string) *modelKey {
 	return mk
 }
 
-func (m *paceModel) reserve(key string, tokens float64, maxWait, now int64) retry.PaceGrant {
+func (m *paceModel) reserve(key string, tokens float64, maxWait, now int64) pace.Grant {
 	k := m.key(key)
 	before := *k
-	var g retry.PaceGrant
+	var g pace.Grant
 	w, mark := k.requests.take(1, now)
 	g.Requests = mark
 	if tokens > 0 {
@@ -63,13 +63,13 @@ func (m *paceModel) reserve(key string, tokens float64, maxWait, now int64) retr
 	}
 	if w >= float64(maxWait) {
 		*k = before // a caller that gives up takes nothing
-		return retry.PaceGrant{Wait: durationOfMicros(w), RetryAfter: g.RetryAfter}
+		return pace.Grant{Wait: durationOfMicros(w), RetryAfter: g.RetryAfter}
 	}
 	g.Wait = durationOfMicros(w)
 	return g
 }
 
-func (m *paceModel) learn(key string, r retry.PaceReport, now int64) {
+func (m *paceModel) learn(key string, r pace.Report, now int64) {
 	k := m.key(key)
 	k.requests.learn(&r.Requests, now)
 	k.tokens.learn(&r.Tokens, now)
@@ -94,24 +94,24 @@ func (b *modelBucket) advance(now int64) {
 }
 
 // take returns the wait in microseconds and the mark.
-func (b *modelBucket) take(n float64, now int64) (float64, retry.PaceMark) {
+func (b *modelBucket) take(n float64, now int64) (float64, pace.Mark) {
 	if b.limit == 0 {
-		return 0, retry.PaceMark{}
+		return 0, pace.Mark{}
 	}
 	b.advance(now)
 	b.level -= math.Min(n, b.limit)
 	switch {
 	case b.level >= 0:
-		return 0, retry.PaceMark{Level: b.level, Corrected: b.corrected, Epoch: b.epoch}
+		return 0, pace.Mark{Level: b.level, Corrected: b.corrected, Epoch: b.epoch}
 	case b.window == 0:
-		return -b.level / b.rate * 1e6, retry.PaceMark{Corrected: b.corrected, Epoch: b.epoch}
+		return -b.level / b.rate * 1e6, pace.Mark{Corrected: b.corrected, Epoch: b.epoch}
 	}
 	k := math.Ceil(-b.level / b.limit)
 	wait := float64(b.resetAt-now) + float64((k-1)*float64(b.window))
-	return wait, retry.PaceMark{Level: b.level + float64(k*b.limit), Corrected: b.corrected, Epoch: b.epoch + int64(k)}
+	return wait, pace.Mark{Level: b.level + float64(k*b.limit), Corrected: b.corrected, Epoch: b.epoch + int64(k)}
 }
 
-func (b *modelBucket) learn(l *retry.PaceLimit, now int64) {
+func (b *modelBucket) learn(l *pace.Limit, now int64) {
 	if l.Limit <= 0 {
 		return
 	}
@@ -164,8 +164,8 @@ var (
 )
 
 // randomLimit is a report of spec, with a mark from marks or none.
-func randomLimit(rng *rand.Rand, spec limitSpec, marks []retry.PaceMark) retry.PaceLimit {
-	l := retry.PaceLimit{Limit: spec.limit, Remaining: math.Floor(rng.Float64() * (spec.limit + 1)), Rate: spec.rate}
+func randomLimit(rng *rand.Rand, spec limitSpec, marks []pace.Mark) pace.Limit {
+	l := pace.Limit{Limit: spec.limit, Remaining: math.Floor(rng.Float64() * (spec.limit + 1)), Rate: spec.rate}
 	if rng.IntN(4) == 0 {
 		l.Remaining = rng.Float64() * spec.limit
 	}
@@ -198,7 +198,7 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 14))
 			now := epoch0
 			spec := [2][2]int{} // per key: the request and token spec in use
-			marks := map[string][][2]retry.PaceMark{}
+			marks := map[string][][2]pace.Mark{}
 			ctx := context.Background()
 			var seen coverage
 			for i := range 150 {
@@ -238,7 +238,7 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 					if got.Wait >= maxWait {
 						seen.refused++
 					}
-					marks[key] = append(marks[key], [2]retry.PaceMark{got.Requests, got.Tokens})
+					marks[key] = append(marks[key], [2]pace.Mark{got.Requests, got.Tokens})
 					seen.count(got)
 					continue
 				}
@@ -248,11 +248,11 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 				if rng.IntN(8) == 0 {
 					spec[ki][1] = rng.IntN(len(tokenSpecs))
 				}
-				var rm, tm []retry.PaceMark
+				var rm, tm []pace.Mark
 				for _, mk := range marks[key] {
 					rm, tm = append(rm, mk[0]), append(tm, mk[1])
 				}
-				var r retry.PaceReport
+				var r pace.Report
 				if rng.IntN(6) > 0 {
 					r.Requests = randomLimit(rng, requestSpecs[spec[ki][0]], rm)
 				}
@@ -279,7 +279,7 @@ func TestPacerStoreAgainstModel(t *testing.T) {
 // coverage counts the grants that show each behaviour of the model.
 type coverage struct{ waits, corrected, windows, blocked, refused int }
 
-func (c *coverage) count(g retry.PaceGrant) {
+func (c *coverage) count(g pace.Grant) {
 	if g.Wait > 0 {
 		c.waits++
 	}

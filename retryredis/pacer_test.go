@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -37,30 +38,30 @@ func newPacerMini(t *testing.T) (*miniredis.Miniredis, [2]*PacerStore) {
 type pacerStep struct {
 	advance time.Duration
 	process int
-	tokens  float64           // for a reservation
-	learn   *retry.PaceReport // nil: a reservation
-	want    retry.PaceGrant   // of a reservation
+	tokens  float64      // for a reservation
+	learn   *pace.Report // nil: a reservation
+	want    pace.Grant   // of a reservation
 }
 
 // bucketOf is a token bucket's report: limit, remaining, refilling at rate
 // a second.
-func bucketOf(limit, remaining, rate float64, mark retry.PaceMark) retry.PaceLimit {
-	return retry.PaceLimit{Limit: limit, Remaining: remaining, Rate: rate, Mark: mark}
+func bucketOf(limit, remaining, rate float64, mark pace.Mark) pace.Limit {
+	return pace.Limit{Limit: limit, Remaining: remaining, Rate: rate, Mark: mark}
 }
 
 // windowOf is a fixed window's report.
-func windowOf(limit, remaining float64, window, reset time.Duration, mark retry.PaceMark) retry.PaceLimit {
-	return retry.PaceLimit{Limit: limit, Remaining: remaining, Window: window, Reset: reset, Mark: mark}
+func windowOf(limit, remaining float64, window, reset time.Duration, mark pace.Mark) pace.Limit {
+	return pace.Limit{Limit: limit, Remaining: remaining, Window: window, Reset: reset, Mark: mark}
 }
 
-func requests(l retry.PaceLimit) *retry.PaceReport { return &retry.PaceReport{Requests: l} }
+func requests(l pace.Limit) *pace.Report { return &pace.Report{Requests: l} }
 
 // grant is a reservation's expected answer, on requests only.
-func grant(wait time.Duration, level, corrected float64, epoch int64) retry.PaceGrant {
-	return retry.PaceGrant{Wait: wait, Requests: retry.PaceMark{Level: level, Corrected: corrected, Epoch: epoch}}
+func grant(wait time.Duration, level, corrected float64, epoch int64) pace.Grant {
+	return pace.Grant{Wait: wait, Requests: pace.Mark{Level: level, Corrected: corrected, Epoch: epoch}}
 }
 
-var noMark retry.PaceMark
+var noMark pace.Mark
 
 // pacerCases are the behaviours of the store model, as steps; the
 // integration test plays them on a real Redis too, where the clock cannot
@@ -165,12 +166,12 @@ var pacerCases = []struct {
 			{process: 0, want: grant(0, 8, 0, 1)},
 			{process: 1, want: grant(0, 7, 0, 1)},
 			// Process 0's response: 5 left where its mark said 8: 3 used elsewhere.
-			{process: 0, learn: requests(bucketOf(10, 5, 1, retry.PaceMark{Level: 8, Epoch: 1}))},
+			{process: 0, learn: requests(bucketOf(10, 5, 1, pace.Mark{Level: 8, Epoch: 1}))},
 			// Process 1's: 4 where its mark said 7; the 3 are already counted.
-			{process: 1, learn: requests(bucketOf(10, 4, 1, retry.PaceMark{Level: 7, Epoch: 1}))},
+			{process: 1, learn: requests(bucketOf(10, 4, 1, pace.Mark{Level: 7, Epoch: 1}))},
 			{process: 0, want: grant(0, 3, 3, 1)},
 			// A server that says more than the mark does not move the bucket up.
-			{process: 1, learn: requests(bucketOf(10, 9, 1, retry.PaceMark{Level: 3, Corrected: 3, Epoch: 1}))},
+			{process: 1, learn: requests(bucketOf(10, 9, 1, pace.Mark{Level: 3, Corrected: 3, Epoch: 1}))},
 			{process: 1, want: grant(0, 2, 3, 1)},
 			// Without a mark, the bucket's level is compared.
 			{learn: requests(bucketOf(10, 0, 1, noMark))},
@@ -183,41 +184,41 @@ var pacerCases = []struct {
 			{learn: requests(windowOf(3, 3, time.Minute, 10*time.Second, noMark))},
 			{process: 0, want: grant(0, 2, 0, 1)},
 			{advance: 10 * time.Second, process: 0,
-				learn: requests(windowOf(3, 0, time.Minute, time.Minute, retry.PaceMark{Level: 2, Epoch: 1}))},
+				learn: requests(windowOf(3, 0, time.Minute, time.Minute, pace.Mark{Level: 2, Epoch: 1}))},
 			{process: 1, want: grant(0, 2, 0, 2)},
 			// A mark of this window is believed: 1 used elsewhere.
-			{learn: requests(windowOf(3, 1, time.Minute, time.Minute, retry.PaceMark{Level: 2, Epoch: 2}))},
+			{learn: requests(windowOf(3, 1, time.Minute, time.Minute, pace.Mark{Level: 2, Epoch: 2}))},
 			{process: 0, want: grant(0, 0, 1, 2)},
 		},
 	},
 	{
 		name: "a Retry-After holds every process, longer blocks only",
 		steps: []pacerStep{
-			{learn: &retry.PaceReport{Block: 7 * time.Second}},
-			{process: 1, want: retry.PaceGrant{Wait: 7 * time.Second, RetryAfter: true}},
-			{advance: 3 * time.Second, learn: &retry.PaceReport{Block: time.Second}},
-			{process: 0, want: retry.PaceGrant{Wait: 4 * time.Second, RetryAfter: true}},
+			{learn: &pace.Report{Block: 7 * time.Second}},
+			{process: 1, want: pace.Grant{Wait: 7 * time.Second, RetryAfter: true}},
+			{advance: 3 * time.Second, learn: &pace.Report{Block: time.Second}},
+			{process: 0, want: pace.Grant{Wait: 4 * time.Second, RetryAfter: true}},
 			{advance: 4 * time.Second, process: 1},
 		},
 	},
 	{
 		name: "a queue longer than the block is not the block's",
 		steps: []pacerStep{
-			{learn: &retry.PaceReport{Requests: bucketOf(10, 0, 0.1, noMark), Block: 5 * time.Second}},
+			{learn: &pace.Report{Requests: bucketOf(10, 0, 0.1, noMark), Block: 5 * time.Second}},
 			{process: 0, want: grant(10*time.Second, 0, 0, 1)},
 		},
 	},
 	{
 		name: "tokens are a bucket of their own; a request never takes more than the limit",
 		steps: []pacerStep{
-			{learn: &retry.PaceReport{Requests: bucketOf(100, 100, 10, noMark), Tokens: bucketOf(1000, 500, 100, noMark)}},
-			{process: 0, tokens: 400, want: retry.PaceGrant{
-				Requests: retry.PaceMark{Level: 99, Epoch: 1}, Tokens: retry.PaceMark{Level: 100, Epoch: 1}}},
-			{process: 1, tokens: 400, want: retry.PaceGrant{Wait: 3 * time.Second,
-				Requests: retry.PaceMark{Level: 98, Epoch: 1}, Tokens: retry.PaceMark{Epoch: 1}}},
+			{learn: &pace.Report{Requests: bucketOf(100, 100, 10, noMark), Tokens: bucketOf(1000, 500, 100, noMark)}},
+			{process: 0, tokens: 400, want: pace.Grant{
+				Requests: pace.Mark{Level: 99, Epoch: 1}, Tokens: pace.Mark{Level: 100, Epoch: 1}}},
+			{process: 1, tokens: 400, want: pace.Grant{Wait: 3 * time.Second,
+				Requests: pace.Mark{Level: 98, Epoch: 1}, Tokens: pace.Mark{Epoch: 1}}},
 			{process: 0, want: grant(0, 97, 0, 1)}, // no tokens: no wait for them
-			{process: 1, tokens: 5000, want: retry.PaceGrant{Wait: 13 * time.Second,
-				Requests: retry.PaceMark{Level: 96, Epoch: 1}, Tokens: retry.PaceMark{Epoch: 1}}},
+			{process: 1, tokens: 5000, want: pace.Grant{Wait: 13 * time.Second,
+				Requests: pace.Mark{Level: 96, Epoch: 1}, Tokens: pace.Mark{Epoch: 1}}},
 		},
 	},
 }
@@ -239,7 +240,7 @@ func TestPacerStoreModel(t *testing.T) {
 }
 
 // playStep plays st on store and checks a reservation's grant.
-func playStep(t *testing.T, i int, store *PacerStore, key string, st pacerStep, match func(got, want retry.PaceGrant) bool) {
+func playStep(t *testing.T, i int, store *PacerStore, key string, st pacerStep, match func(got, want pace.Grant) bool) {
 	t.Helper()
 	ctx := context.Background()
 	if st.learn != nil {
@@ -284,7 +285,7 @@ func TestPacerStoreTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a reservation, 6s later", 10*time.Second)
-	if err := s.Learn(ctx, "k", retry.PaceReport{Block: 30 * time.Second}); err != nil {
+	if err := s.Learn(ctx, "k", pace.Report{Block: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	check("a Retry-After of 30s", 30*time.Second)
@@ -345,8 +346,8 @@ func TestRedisPacerStore(t *testing.T) {
 // nearGrant reports whether a grant from a real Redis, whose clock runs
 // between calls, is the model's: a wait up to a second shorter, marks up to
 // half a unit higher, the rest equal.
-func nearGrant(got, want retry.PaceGrant) bool {
-	near := func(got, want retry.PaceMark) bool {
+func nearGrant(got, want pace.Grant) bool {
+	near := func(got, want pace.Mark) bool {
 		return got.Epoch == want.Epoch && got.Corrected >= want.Corrected && got.Corrected <= want.Corrected+0.5 &&
 			got.Level >= want.Level && got.Level <= want.Level+0.5
 	}
@@ -363,7 +364,7 @@ func TestRedisPacerStoreBadState(t *testing.T) {
 	store := NewPacerStore(rdb, uniqueName(t))
 	store.TTL = time.Minute
 	t.Cleanup(func() { rdb.Del(ctx, store.Key("k")) })
-	if err := store.Learn(ctx, "k", retry.PaceReport{Requests: bucketOf(10, 5, 1, noMark), Block: 2 * time.Minute}); err != nil {
+	if err := store.Learn(ctx, "k", pace.Report{Requests: bucketOf(10, 5, 1, noMark), Block: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if ttl, err := rdb.PTTL(ctx, store.Key("k")).Result(); err != nil || ttl <= time.Minute || ttl > 2*time.Minute {
@@ -404,7 +405,7 @@ func TestRedisPacersShareBuckets(t *testing.T) {
 	var fallbacks atomic.Int32
 	process := func() (*http.Client, *retrytest.FakeTime) {
 		ft := retrytest.NewFakeTime()
-		pacer := &retry.Pacer{Store: NewPacerStore(rdb, name), StoreTimeout: 2 * time.Second,
+		pacer := &pace.Pacer{Store: NewPacerStore(rdb, name), StoreTimeout: 2 * time.Second,
 			OnFallback: func(err error) { t.Log(err); fallbacks.Add(1) }}
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)

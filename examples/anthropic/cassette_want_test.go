@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // This file says, from a response's headers alone, what docs/pacing.md
@@ -38,12 +38,12 @@ const maxReset = 24 * time.Hour
 // status and headers h, read at now, and false when it should report
 // nothing: no rate-limit headers that can be true, and no Retry-After that
 // holds the key.
-func wantReport(h http.Header, status int, now time.Time) (retry.PaceReport, bool) {
+func wantReport(h http.Header, status int, now time.Time) (pace.Report, bool) {
 	date := now
 	if d, err := http.ParseTime(h.Get("Date")); err == nil {
 		date = d // the resets are read against the server's own clock
 	}
-	var r retry.PaceReport
+	var r pace.Report
 	r.Requests, _ = headerLimit(h, requestsPrefix, date)
 	var ok bool
 	if r.Tokens, ok = headerLimit(h, tokensPrefix, date); !ok {
@@ -57,23 +57,23 @@ func wantReport(h http.Header, status int, now time.Time) (retry.PaceReport, boo
 // bucket full again at the RFC 3339 reset time, date being the response's
 // Date. It reports false when a header is missing or the numbers cannot
 // be true.
-func headerLimit(h http.Header, prefix string, date time.Time) (retry.PaceLimit, bool) {
+func headerLimit(h http.Header, prefix string, date time.Time) (pace.Limit, bool) {
 	limit, err1 := strconv.ParseUint(h.Get(prefix+"-Limit"), 10, 53)
 	remaining, err2 := strconv.ParseUint(h.Get(prefix+"-Remaining"), 10, 53)
 	at, err3 := time.Parse(time.RFC3339, h.Get(prefix+"-Reset"))
 	if err1 != nil || err2 != nil || err3 != nil || limit == 0 || remaining > limit {
-		return retry.PaceLimit{}, false
+		return pace.Limit{}, false
 	}
 	reset := max(at.Sub(date), 0) // a reset already past: full now
 	if reset > maxReset {
-		return retry.PaceLimit{}, false
+		return pace.Limit{}, false
 	}
 	var rounding time.Duration
 	if at.Nanosecond() == 0 {
 		rounding = time.Second // written to the second, as Date is
 	}
 	l, left := float64(limit), float64(remaining)
-	return retry.PaceLimit{Limit: l, Remaining: left, Rate: wantRate(l, left, reset, rounding)}, true
+	return pace.Limit{Limit: l, Remaining: left, Rate: wantRate(l, left, reset, rounding)}, true
 }
 
 // wantRate is the refill rate, per second, of a token bucket of limit

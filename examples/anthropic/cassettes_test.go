@@ -16,29 +16,30 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jonboulle/clockwork"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
-// learnStore is a retry.PacerStore in memory that grants every
+// learnStore is a pace.Store in memory that grants every
 // reservation at once, with zero marks, and records what the Pacer
 // reports, by key.
 type learnStore struct {
 	mu       sync.Mutex // protects the fields below
 	reserved map[string]int
-	learned  map[string][]retry.PaceReport
+	learned  map[string][]pace.Report
 }
 
 func newLearnStore() *learnStore {
-	return &learnStore{reserved: map[string]int{}, learned: map[string][]retry.PaceReport{}}
+	return &learnStore{reserved: map[string]int{}, learned: map[string][]pace.Report{}}
 }
 
-func (s *learnStore) Reserve(_ context.Context, key string, _ float64, _ time.Duration) (retry.PaceGrant, error) {
+func (s *learnStore) Reserve(_ context.Context, key string, _ float64, _ time.Duration) (pace.Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reserved[key]++
-	return retry.PaceGrant{}, nil
+	return pace.Grant{}, nil
 }
 
-func (s *learnStore) Learn(_ context.Context, key string, r retry.PaceReport) error {
+func (s *learnStore) Learn(_ context.Context, key string, r pace.Report) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.learned[key] = append(s.learned[key], r)
@@ -46,7 +47,7 @@ func (s *learnStore) Learn(_ context.Context, key string, r retry.PaceReport) er
 }
 
 // reports returns what key was taught, and how often it was reserved.
-func (s *learnStore) reports(key string) ([]retry.PaceReport, int) {
+func (s *learnStore) reports(key string) ([]pace.Report, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.learned[key]), s.reserved[key]
@@ -150,7 +151,7 @@ func replay(t *testing.T, c *cassette, tw io.Writer) int {
 			Clock:            clock,
 			RetryAfterJitter: 0, // a Retry-After is held exactly, and Block is the header's
 		},
-		Pacer: &retry.Pacer{
+		Pacer: &pace.Pacer{
 			Key:          func(r *http.Request) string { k, _ := r.Context().Value(interactionKey{}).(string); return k },
 			Cost:         func(*http.Request) int64 { return replayCost },
 			Store:        store,
@@ -225,7 +226,7 @@ func send(t *testing.T, client *http.Client, c *cassette, i int, key string) int
 
 // checkLearned compares what the Pacer reported of one response, read at
 // now, with what its headers say.
-func checkLearned(t *testing.T, key string, h http.Header, status int, now time.Time, got []retry.PaceReport) {
+func checkLearned(t *testing.T, key string, h http.Header, status int, now time.Time, got []pace.Report) {
 	t.Helper()
 	want, ok := wantReport(h, status, now)
 	switch {
@@ -251,12 +252,12 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // writeRow writes one row of the table: what the Pacer reported of a
 // response, or dashes when it reported nothing.
-func writeRow(tw io.Writer, cassette string, n, status int, got []retry.PaceReport) {
-	var r retry.PaceReport
+func writeRow(tw io.Writer, cassette string, n, status int, got []pace.Report) {
+	var r pace.Report
 	if len(got) > 0 {
 		r = got[len(got)-1]
 	}
-	dim := func(l retry.PaceLimit) (limit, left, perMinute string) {
+	dim := func(l pace.Limit) (limit, left, perMinute string) {
 		if l.Limit == 0 {
 			return "-", "-", "-"
 		}

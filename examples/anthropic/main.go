@@ -4,7 +4,7 @@
 // With ANTHROPIC_API_KEY set it asks the real API. Without it, it talks to a
 // local fake that speaks the same wire format and fails on a script: a 529
 // overloaded_error, then a 429 with retry-after-ms, then an answer. A
-// retry.Pacer reads the rate-limit headers of the responses, so the second
+// pace.Pacer reads the rate-limit headers of the responses, so the second
 // call waits for the quota to refill instead of being refused.
 //
 //	go run .
@@ -23,6 +23,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // model is the model asked; any Claude model will do.
@@ -72,11 +73,11 @@ func run() error {
 
 // newPacer returns the Pacer for one API key. Every client that spends the
 // key's quota must share it: make it once, next to the key.
-func newPacer(logger *slog.Logger) *retry.Pacer {
-	return &retry.Pacer{
+func newPacer(logger *slog.Logger) *pace.Pacer {
+	return &pace.Pacer{
 		// Log every pacing wait; in production, the default minimum (zero
 		// here means a second) keeps the log to the waits that matter.
-		OnWait: retry.LogWaits(logger, time.Millisecond),
+		OnWait: pace.LogWaits(logger, time.Millisecond),
 	}
 }
 

@@ -4,7 +4,7 @@
 // With OPENAI_API_KEY set it asks the real API. Without it, it talks to a
 // local fake that speaks the same wire format and fails on a script: a 429
 // with retry-after-ms, then a 500 with x-should-retry: true, then an answer.
-// A retry.Pacer reads the rate-limit headers of the responses, so the
+// A pace.Pacer reads the rate-limit headers of the responses, so the
 // second call waits for the quota to refill instead of being refused.
 //
 //	go run .
@@ -23,6 +23,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // model is the model asked; any chat model will do.
@@ -75,11 +76,11 @@ func run() error {
 
 // newPacer returns the Pacer for one API key. Every client that spends the
 // key's quota must share it: make it once, next to the key.
-func newPacer(logger *slog.Logger) *retry.Pacer {
-	return &retry.Pacer{
+func newPacer(logger *slog.Logger) *pace.Pacer {
+	return &pace.Pacer{
 		// Log every pacing wait; in production, the default minimum (zero
 		// here means a second) keeps the log to the waits that matter.
-		OnWait: retry.LogWaits(logger, time.Millisecond),
+		OnWait: pace.LogWaits(logger, time.Millisecond),
 	}
 }
 

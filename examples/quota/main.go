@@ -1,6 +1,6 @@
 // Command quota simulates callers sharing one API key against a server
 // that enforces rate limits and reports them in its response headers, under
-// three strategies: no pacing, the AWS SDKs' adaptive mode, and retry.Pacer
+// three strategies: no pacing, the AWS SDKs' adaptive mode, and pace.Pacer
 // reading the headers, with the ideal first-come-first-served schedule for
 // reference. The calls go through the real retry.Transport; time is
 // virtual (testing/synctest), so an hour takes seconds.

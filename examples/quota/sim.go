@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // Config is one simulation: callers sharing one API key against a Server.
@@ -127,7 +128,7 @@ func newTransport(srv *Server, strategy string) *retry.Transport {
 	case StrategyAdaptive:
 		tr.Base = adaptiveRT{lim: NewAdaptive(time.Now()), next: srv}
 	case StrategyPacer:
-		tr.Pacer = &retry.Pacer{Cost: func(r *http.Request) int64 {
+		tr.Pacer = &pace.Pacer{Cost: func(r *http.Request) int64 {
 			n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 			return n
 		}}

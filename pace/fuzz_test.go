@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"net/http"
 	"testing"
@@ -15,7 +16,7 @@ func checkObs(t *testing.T, o rateObs) {
 		if d.kind == kindNone {
 			continue
 		}
-		if !(d.limit > 0) || d.remaining < 0 || d.remaining > d.limit || d.reset < 0 || d.reset > maxPacerReset {
+		if !(d.limit > 0) || d.remaining < 0 || d.remaining > d.limit || d.reset < 0 || d.reset > wire.MaxReset {
 			t.Fatalf("parser passed an impossible observation: %+v", d)
 		}
 		var b bucket

@@ -1,7 +1,8 @@
-package retry
+package pace
 
 import (
 	"errors"
+	"github.com/retrykit/retry"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -125,7 +126,7 @@ func callAll(tr http.RoundTripper, callers, calls int) []error {
 func TestPacerWindowRollover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := &windowServer{limit: 10, window: time.Minute}
-		tr := &Transport{Base: srv, Pacer: &Pacer{}, Policy: Policy{Deadline: 10 * time.Second}}
+		tr := &retry.Transport{Base: srv, Pacer: &Pacer{}, Policy: retry.Policy{Deadline: 10 * time.Second}}
 		// 30.05 s before the window ends: Date says 31 s before it, so
 		// the Pacer takes the end to be 0.95 s later than it is.
 		// (A bubble's clock starts on a minute.)
@@ -154,7 +155,7 @@ func TestPacerWindowRollover(t *testing.T) {
 func TestPacerWindowEndsWobble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := &windowServer{limit: 10, window: time.Minute, wobble: true}
-		tr := &Transport{Base: srv, Pacer: &Pacer{}, Policy: Policy{Deadline: 5 * time.Minute, MaxAttempts: 1}}
+		tr := &retry.Transport{Base: srv, Pacer: &Pacer{}, Policy: retry.Policy{Deadline: 5 * time.Minute, MaxAttempts: 1}}
 		time.Sleep(17300 * time.Millisecond) // into a window, between seconds
 		// Ends seen in the first window, at instants the rounding
 		// straddles.
@@ -180,12 +181,12 @@ func TestPacerServerOrderIsNoShortfall(t *testing.T) {
 		base := &reorderServer{n: 10}
 		var mu sync.Mutex
 		var waits []time.Duration
-		p := &Pacer{OnWait: func(e PaceEvent) {
+		p := &Pacer{OnWait: func(e Event) {
 			mu.Lock()
 			waits = append(waits, e.Delay)
 			mu.Unlock()
 		}}
-		tr := &Transport{Base: base, Pacer: p, Policy: Policy{Deadline: time.Minute}}
+		tr := &retry.Transport{Base: base, Pacer: p, Policy: retry.Policy{Deadline: time.Minute}}
 		// A first response: 10 per 10 s, all 10 left.
 		base.first = true
 		if errs := callAll(tr, 1, 1); len(errs) > 0 {
@@ -264,7 +265,7 @@ func (s *reorderServer) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestPacerForgetsOneKeyAtATime(t *testing.T) {
 	t.Parallel()
 	rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", "60")}}
-	tr, _ := pacedTransport(rt, Policy{MaxAttempts: 1, Deadline: 10 * time.Second})
+	tr, _ := pacedTransport(rt, retry.Policy{MaxAttempts: 1, Deadline: 10 * time.Second})
 	host := func(i int) string { return "https://h" + strconv.Itoa(i) + ".example.com/" }
 	for i := range maxPacerKeys {
 		if resp, err := get(t, tr, host(i)); err != nil || resp.StatusCode != 429 {
@@ -276,9 +277,9 @@ func TestPacerForgetsOneKeyAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := get(t, tr, host(0))
-	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonDeadline || e.Attempts != 0 {
-		t.Errorf("a held key after the 1,025th: %v, want ReasonDeadline with nothing sent", err)
+	var e *retry.Error
+	if !errors.As(err, &e) || e.Reason != retry.ReasonDeadline || e.Attempts != 0 {
+		t.Errorf("a held key after the 1,025th: %v, want retry.ReasonDeadline with nothing sent", err)
 	}
 }
 
@@ -326,9 +327,9 @@ func TestPacerRetryAfterOneDraw(t *testing.T) {
 		return f
 	}
 	rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", "10"), {}}}
-	p, _ := fakeTime(Policy{Deadline: 11500 * time.Millisecond, RetryAfterJitter: 0.2})
+	p, _ := fakeTime(retry.Policy{Deadline: 11500 * time.Millisecond, RetryAfterJitter: 0.2})
 	p.Rand = rnd
-	tr := &Transport{Base: rt, Policy: p, Pacer: &Pacer{}}
+	tr := &retry.Transport{Base: rt, Policy: p, Pacer: &Pacer{}}
 	resp, err := get(t, tr, "https://api.example.com/")
 	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("got %v, %v; want the 429, since the jittered Retry-After (11.8s) passes the Deadline", resp, err)
@@ -347,7 +348,7 @@ func TestPacerHoldsKeyOn403And529(t *testing.T) {
 		t.Run(code, func(t *testing.T) {
 			t.Parallel()
 			rt := &scriptedRT{script: []http.Header{hdr("Status", code, "Retry-After", "5"), {}}}
-			tr, events := pacedTransport(rt, Policy{MaxAttempts: 1})
+			tr, events := pacedTransport(rt, retry.Policy{MaxAttempts: 1})
 			if _, err := get(t, tr, "https://api.example.com/"); err != nil {
 				t.Fatal(err)
 			}
@@ -372,7 +373,7 @@ func TestPacerGitHubSimulation(t *testing.T) {
 				const limit, window, calls = 10, time.Minute, 100
 				srv := &windowServer{limit: limit, window: window,
 					latency: func() time.Duration { return time.Duration(rng.Int64N(int64(200 * time.Millisecond))) }}
-				tr := &Transport{Base: srv, Pacer: &Pacer{}, Policy: Policy{Deadline: 30 * time.Minute}}
+				tr := &retry.Transport{Base: srv, Pacer: &Pacer{}, Policy: retry.Policy{Deadline: 30 * time.Minute}}
 				time.Sleep(time.Duration(rng.Int64N(int64(window))))
 				start := time.Now()
 				// The ideal: 10 calls in each window, the last ten at the

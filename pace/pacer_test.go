@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry"
 	"net/http"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func TestPacerNothingKnownAllocatesNothing(t *testing.T) {
 	// Learning from a response allocates nothing either, once the key
 	// exists: not even the report a store would get.
 	resp := &http.Response{StatusCode: http.StatusOK, Header: openAIHeaders(10, 5, "1s")}
-	var pol Policy
+	var pol retry.Policy
 	if n := testing.AllocsPerRun(100, func() {
 		p.reserve(&tk, other, nil, time.Hour)
 		p.observe(&tk, other, resp, pol.Clock, 0, time.Hour)

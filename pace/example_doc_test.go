@@ -1,4 +1,4 @@
-package retry_test
+package pace_test
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // TestLLMDocPacer runs the Pacer snippet of docs/llm.md against a server
@@ -17,7 +18,7 @@ func TestLLMDocPacer(t *testing.T) {
 		w.Header().Set("x-ratelimit-reset-requests", "100ms")
 	}))
 	defer srv.Close()
-	pacer := &retry.Pacer{} // ready to use; set Cost to count tokens too
+	pacer := &pace.Pacer{} // ready to use; set Cost to count tokens too
 	client := &http.Client{Transport: &retry.Transport{Pacer: pacer}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {

@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -13,11 +14,6 @@ import (
 // absolute times, of the instant the response is read), so that each can be
 // tested and fuzzed alone. A value that cannot be true is dropped, never
 // believed: a bad header must not stop a key (or worse, every key) for long.
-
-// maxPacerReset is the furthest reset, window or Retry-After the Pacer
-// believes. Every rate limit the formats below describe refills within a
-// day; a later time is a broken server or a hostile one.
-const maxPacerReset = 24 * time.Hour
 
 // limitKind says how a limit refills.
 type limitKind uint8
@@ -34,7 +30,7 @@ type limitObs struct {
 	kind      limitKind
 	limit     float64       // the bucket's size, or the window's quota; > 0
 	remaining float64       // what is left now, in [0, limit]
-	reset     time.Duration // bucket: until full again; window: until it ends; in [0, maxPacerReset]
+	reset     time.Duration // bucket: until full again; window: until it ends; in [0, wire.MaxReset]
 	slack     time.Duration // how coarse reset is: a second for RFC 3339 and Unix times, else 0
 	end       int64         // window: when it ends in the server's Unix seconds, when the format says; else 0
 	window    time.Duration // window: its length, when the format states it (IETF w); else 0
@@ -122,7 +118,7 @@ func openAIDim(h http.Header, limitValues []string, remainingKey, resetKey strin
 	if !ok {
 		return limitObs{}
 	}
-	v, ok := headerValue(h, resetKey)
+	v, ok := wire.HeaderValue(h, resetKey)
 	if !ok {
 		return limitObs{}
 	}
@@ -136,14 +132,14 @@ func openAIDim(h http.Header, limitValues []string, remainingKey, resetKey strin
 // parseResetDuration reads a reset written as a Go duration ("6m0s") or as
 // plain seconds ("20", "0.5").
 func parseResetDuration(v string) (time.Duration, bool) {
-	if d, ok := parseDecimal(v, float64(time.Second)); ok {
-		return d, d <= maxPacerReset
+	if d, ok := wire.ParseDecimal(v, float64(time.Second)); ok {
+		return d, d <= wire.MaxReset
 	}
 	if len(v) > 64 || v[0] == '-' || v[0] == '+' {
 		return 0, false
 	}
 	d, err := time.ParseDuration(v)
-	return d, err == nil && d >= 0 && d <= maxPacerReset
+	return d, err == nil && d >= 0 && d <= wire.MaxReset
 }
 
 // anthropicKeys are the header names of Anthropic's dimensions, written
@@ -197,7 +193,7 @@ func anthropicDim(h http.Header, keys *[3]string, limitValues []string, date tim
 	if !ok {
 		return limitObs{}
 	}
-	v, ok := headerValue(h, keys[2])
+	v, ok := wire.HeaderValue(h, keys[2])
 	if !ok || len(v) > 64 {
 		return limitObs{}
 	}
@@ -206,7 +202,7 @@ func anthropicDim(h http.Header, keys *[3]string, limitValues []string, date tim
 		return limitObs{}
 	}
 	reset := max(at.Sub(date), 0) // a reset already past: full now
-	if reset > maxPacerReset {
+	if reset > wire.MaxReset {
 		return limitObs{}
 	}
 	var slack time.Duration
@@ -233,16 +229,16 @@ func parseGitHub(h http.Header, now time.Time) rateObs {
 	}
 	var reset time.Duration
 	var end int64
-	if resetIsDelta(secs) {
+	if wire.ResetIsDelta(secs) {
 		reset = time.Duration(secs * float64(time.Second))
 	} else {
 		end = int64(secs)
 		reset = max(time.Unix(end, 0).Sub(responseDate(h, now)), 0)
 	}
-	if reset > maxPacerReset {
+	if reset > wire.MaxReset {
 		return rateObs{}
 	}
-	resource, _ := headerValue(h, "X-Ratelimit-Resource")
+	resource, _ := wire.HeaderValue(h, "X-Ratelimit-Resource")
 	if len(resource) > 64 {
 		resource = ""
 	}
@@ -267,7 +263,7 @@ func parseIETFLegacy(h http.Header, memo *policyMemo) rateObs {
 	}
 	remaining, ok2 := headerCount(h, "Ratelimit-Remaining")
 	secs, ok3 := headerCount(h, "Ratelimit-Reset")
-	if !ok2 || !ok3 || secs > maxPacerReset.Seconds() {
+	if !ok2 || !ok3 || secs > wire.MaxReset.Seconds() {
 		return rateObs{}
 	}
 	// The first member is the limit in force; the later ones describe
@@ -334,7 +330,7 @@ func parseIETFDict(v, policy string, memo *policyMemo) (rateObs, bool) {
 	if sc.Err() != nil || seen == 0 {
 		return rateObs{}, false
 	}
-	if seen != 7 || reset > maxPacerReset.Seconds() {
+	if seen != 7 || reset > wire.MaxReset.Seconds() {
 		return rateObs{}, true
 	}
 	var w float64
@@ -454,7 +450,7 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 				continue
 			}
 			visited[i] = true
-			if it.bad || !it.hasR || it.t > maxPacerReset.Seconds() {
+			if it.bad || !it.hasR || it.t > wire.MaxReset.Seconds() {
 				break
 			}
 			t := it.t
@@ -483,7 +479,7 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 // within range, else unknown.
 func ietfObs(q, remaining float64, reset time.Duration, w float64) limitObs {
 	o := windowObs(q, remaining, reset, time.Second)
-	if o.kind != kindNone && w > 0 && w <= maxPacerReset.Seconds() {
+	if o.kind != kindNone && w > 0 && w <= wire.MaxReset.Seconds() {
 		o.window = time.Duration(w * float64(time.Second))
 	}
 	return o
@@ -508,5 +504,5 @@ func windowObs(limit, remaining float64, reset, slack time.Duration) limitObs {
 
 func sane(limit, remaining float64, reset time.Duration) bool {
 	return limit > 0 && limit <= 1e15 && remaining >= 0 && remaining <= limit &&
-		reset >= 0 && reset <= maxPacerReset
+		reset >= 0 && reset <= wire.MaxReset
 }

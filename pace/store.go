@@ -1,4 +1,4 @@
-package retry
+package pace
 
 import (
 	"context"
@@ -6,22 +6,24 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"net/http"
 	"time"
 )
 
-// DefaultPacerStoreTimeout bounds one call to a PacerStore when
+// DefaultStoreTimeout bounds one call to a Store when
 // Pacer.StoreTimeout is zero: no attempt waits longer than this on the
 // store before it, nor after its response.
-const DefaultPacerStoreTimeout = 50 * time.Millisecond
+const DefaultStoreTimeout = 50 * time.Millisecond
 
 // pacerStoreRetry is how long a Pacer whose store failed paces from its own
 // buckets before it asks the store again: one attempt in this time pays for
 // the check, at most StoreTimeout.
 const pacerStoreRetry = time.Second
 
-// PacerStore holds the buckets of a [Pacer] shared by many processes, so
+// Store holds the buckets of a [Pacer] shared by many processes, so
 // that every process on one API key paces by the same limits and the same
 // queue: with four processes, each does not spend the whole quota as if it
 // were alone.
@@ -54,21 +56,21 @@ const pacerStoreRetry = time.Second
 // must be safe for concurrent use and should return once ctx is done: it
 // ends after StoreTimeout, or sooner with the request's own context (a
 // caller who cancels), whose values it carries. The retryredis module has
-// a PacerStore on Redis.
-type PacerStore interface {
+// a Store on Redis.
+type Store interface {
 	// Reserve takes one request, and tokens (0 when none are counted),
 	// from key's buckets and returns how long the caller must wait. When
 	// that wait would be maxWait or longer, it takes nothing and returns
 	// the wait: the caller gives up. A key the store knows nothing of
 	// grants at once.
-	Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (PaceGrant, error)
+	Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (Grant, error)
 
 	// Learn moves key's buckets to what a server reported.
-	Learn(ctx context.Context, key string, r PaceReport) error
+	Learn(ctx context.Context, key string, r Report) error
 }
 
-// PaceGrant is a [PacerStore]'s answer to a reservation.
-type PaceGrant struct {
+// Grant is a [Store]'s answer to a reservation.
+type Grant struct {
 	// Wait is how long the caller must wait before it sends: zero or more.
 	Wait time.Duration
 
@@ -78,36 +80,36 @@ type PaceGrant struct {
 
 	// Requests and Tokens mark the reservation in each bucket, for the
 	// store to read back in Learn.
-	Requests, Tokens PaceMark
+	Requests, Tokens Mark
 }
 
-// PaceMark is where one reservation left a shared bucket, for the store
+// Mark is where one reservation left a shared bucket, for the store
 // to compare the server's count with when the response comes: the level
 // the bucket would have just after the request is sent, what corrections
 // had moved the bucket by then, and the bucket's epoch, which the store
 // changes when levels can no longer be compared (a new limit, a new
 // window). Its meaning is the store's: the Pacer hands it back unchanged.
-type PaceMark struct {
+type Mark struct {
 	Level     float64 // the bucket's level once the request is sent
 	Corrected float64 // the store's corrections of the bucket, in all, by then
 	Epoch     int64   // the bucket's epoch then; 0: no mark
 }
 
-// PaceReport is what a response said about a key's limits, for
-// [PacerStore.Learn]. The Pacer derives refill rates and windows from what
+// Report is what a response said about a key's limits, for
+// [Store.Learn]. The Pacer derives refill rates and windows from what
 // it saw, so the store need not parse any header.
-type PaceReport struct {
+type Report struct {
 	// Requests and Tokens are the two dimensions; a Limit of 0 means the
 	// response said nothing of that one.
-	Requests, Tokens PaceLimit
+	Requests, Tokens Limit
 
 	// Block, when positive, holds every caller of the key for that long
 	// from now: the server's Retry-After, jittered.
 	Block time.Duration
 }
 
-// PaceLimit is one dimension of a [PaceReport].
-type PaceLimit struct {
+// Limit is one dimension of a [Report].
+type Limit struct {
 	// Limit is the bucket's size, or the window's quota; 0 when nothing
 	// was said.
 	Limit float64
@@ -125,8 +127,8 @@ type PaceLimit struct {
 	Window, Reset time.Duration
 
 	// Mark is the mark the reservation got from Reserve, or the zero
-	// PaceMark when it was not the store's.
-	Mark PaceMark
+	// Mark when it was not the store's.
+	Mark Mark
 }
 
 // storeOn reports whether the Pacer should ask its store now: it has one,
@@ -155,7 +157,7 @@ func (p *Pacer) storeFailed(ctx context.Context, err error, room time.Duration) 
 // caller then reserves locally.
 func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, room time.Duration) (time.Duration, bool, bool) {
 	key := p.storeKey(req)
-	var g PaceGrant
+	var g Grant
 	err := p.callStore(req.Context(), room, func(ctx context.Context) (err error) {
 		g, err = p.Store.Reserve(ctx, key, cost, room)
 		return err
@@ -167,14 +169,14 @@ func (p *Pacer) storeReserve(t *paceTicket, req *http.Request, cost float64, roo
 		p.storeFailed(req.Context(), fmt.Errorf("retry: Pacer.Store.Reserve failed: %w", err), room)
 		return 0, false, false
 	}
-	*t = paceTicket{marks: [2]PaceMark{g.Requests, g.Tokens}} // k stays nil: nothing local to give back
+	*t = paceTicket{marks: [2]Mark{g.Requests, g.Tokens}} // k stays nil: nothing local to give back
 	return g.Wait, g.RetryAfter, true
 }
 
 // storeLearn reports what a response said to the store.
 // r comes by value: the call's goroutine holds it, and a pointer would move
 // every response's report to the heap, store or not.
-func (p *Pacer) storeLearn(req *http.Request, r PaceReport, room time.Duration) {
+func (p *Pacer) storeLearn(req *http.Request, r Report, room time.Duration) {
 	key := p.storeKey(req)
 	err := p.callStore(req.Context(), room, func(ctx context.Context) error { return p.Store.Learn(ctx, key, r) })
 	if err != nil {
@@ -186,20 +188,22 @@ func (p *Pacer) storeLearn(req *http.Request, r PaceReport, room time.Duration) 
 // call, and ended by ctx, the caller's: a caller who cancels does not wait
 // for the store (see callWithin).
 func (p *Pacer) callStore(ctx context.Context, room time.Duration, f func(context.Context) error) error {
-	return callWithin(ctx, min(p.storeTimeout(), room), f)
+	return wire.CallWithin(ctx, min(p.storeTimeout(), room), f)
 }
 
 func (p *Pacer) storeTimeout() time.Duration {
 	if p.StoreTimeout <= 0 {
-		return DefaultPacerStoreTimeout
+		return DefaultStoreTimeout
 	}
 	return p.StoreTimeout
 }
 
 // validate reports a Pacer that cannot work.
-func (p *Pacer) validate() error {
-	if p.StoreTimeout < 0 {
-		return fmt.Errorf("%w: Pacer.StoreTimeout is %v; it must not be negative", ErrInvalidPolicy, p.StoreTimeout)
+// Validate reports a Pacer that cannot be used: a negative StoreTimeout. A
+// Transport asks it before the first attempt of every call.
+func (p *Pacer) Validate() error {
+	if p != nil && p.StoreTimeout < 0 {
+		return fmt.Errorf("%w: Pacer.StoreTimeout is %v; it must not be negative", retry.ErrInvalidPolicy, p.StoreTimeout)
 	}
 	return nil
 }
@@ -211,7 +215,7 @@ func (p *Pacer) storeKey(req *http.Request) string {
 	if p.Key != nil {
 		return p.Key(req)
 	}
-	host := requestHost(req)
+	host := wire.Host(req)
 	vs, _ := credential(req.Header)
 	if len(vs) == 0 {
 		return host
@@ -226,15 +230,15 @@ func (p *Pacer) storeKey(req *http.Request) string {
 
 // report describes b, as just taught by an observation at now that said
 // remaining, for a store.
-func (b *bucket) report(remaining float64, mark PaceMark, now int64) PaceLimit {
-	l := PaceLimit{Limit: b.limit, Remaining: remaining, Mark: mark}
+func (b *bucket) report(remaining float64, mark Mark, now int64) Limit {
+	l := Limit{Limit: b.limit, Remaining: remaining, Mark: mark}
 	switch b.kind {
 	case kindBucket:
 		l.Rate = b.rate
 	case kindWindow:
 		l.Window, l.Reset = b.window, max(time.Duration(b.resetAt-now), 0)
 	default:
-		return PaceLimit{}
+		return Limit{}
 	}
 	return l
 }

@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"hash/maphash"
 	"net/http"
 	"sync"
@@ -11,51 +12,21 @@ import (
 )
 
 // Pacer spaces the requests of every caller that shares it so that the
-// server's rate limits are not exceeded. Its zero value is ready to use and
-// learns the limits from response headers. Safe for concurrent use; share
-// one per API key.
-//
-// Set it as Transport.Pacer: before every attempt, first attempts and
-// retries alike, the Transport waits until the Pacer grants it, and after
-// every response, whatever its status, the Pacer reads the response's
-// rate-limit headers: OpenAI's x-ratelimit-*-requests and -tokens,
-// Anthropic's anthropic-ratelimit-*, GitHub's x-ratelimit-* (which many
-// limiters send too), and the IETF RateLimit-Policy and RateLimit fields
-// of every draft (or the older RateLimit-Limit, -Remaining and -Reset). A
-// Retry-After on a 429, 503 or 529, or on a 403 (GitHub's secondary
-// limit), holds every caller of that key until it passes, not only the
-// caller refused.
-//
-// The model. Requests share a limit when Key gives them the same key. Per
-// key, each dimension the server reports (requests, and tokens when Cost is
-// set) is a bucket: a token bucket refilling continuously for OpenAI and
-// Anthropic, at (limit - remaining) / reset; a fixed window for the IETF
-// fields (whose length is their w), GitHub's and the other x-ratelimit-*
-// headers, whose remaining count lasts until the reset and then the whole
-// limit returns. Each caller reserves its request (and its Cost) from the
-// buckets and waits, if they are empty, for its turn: callers are served
-// first come, first served. Each response moves a bucket down to what the
-// server reports, allowing for the requests still in flight and for a
-// server that counts requests sent together in another order, and never
-// up past it. A key with nothing learned is not paced, and costs next to
-// nothing.
-//
-// Values that cannot be true are ignored, not believed: a reset or a
-// Retry-After more than a day away, a limit of 0, a remaining count above
-// the limit, a negative or unparseable number. A response without
-// rate-limit headers changes nothing. A wait that cannot end before the
-// call's Deadline (or its context's deadline) fails the call at once.
+// servers' rate limits are not exceeded: set it as a retry.Transport's
+// Pacer. Its zero value is ready to use and learns the limits from response
+// headers (see the package documentation for the headers and the model).
+// Share one per API key: requests share a limit when Key gives them the
+// same key.
 //
 // Time comes from the Policy of the Transport that waits: its Clock (nil:
 // the real clock) dates the Pacer's readings, and its Sleep, when set, does
-// the waiting; Transports that share a Pacer must share a clock. Waits also
-// run under testing/synctest. The Pacer remembers at most 1,024 keys;
-// beyond that, a new key takes the place of the least recently used one
-// with nothing in flight and no Retry-After running, or, when there is
-// none, goes unpaced. docs/pacing.md is the guide.
+// the waiting; Transports that share a Pacer must share a clock. The
+// Pacer remembers at most 1,024 keys; beyond that, a new key takes the
+// place of the least recently used one with nothing in flight and no
+// Retry-After running, or, when there is none, goes unpaced.
 //
-// A Pacer must not be copied after first use, and its fields must not
-// change once it is in use.
+// A Pacer is safe for concurrent use. It must not be copied after first
+// use, and its fields must not change once it is in use.
 type Pacer struct {
 	// Key says which requests share a limit. Nil means the request's host
 	// plus a hash of its credential (the first of the Authorization,
@@ -72,17 +43,17 @@ type Pacer struct {
 	// OnWait is called before each wait the Pacer imposes, for logging
 	// and metrics; Policy.OnRetry is not called for these waits. It must
 	// not block for long. Nil means none; LogWaits returns one that logs.
-	OnWait func(PaceEvent)
+	OnWait func(Event)
 
 	// Store, when set, holds the buckets of every process that shares it
-	// (see PacerStore): each attempt reserves from it, and each response
+	// (see Store): each attempt reserves from it, and each response
 	// with rate-limit headers teaches it, so that a fleet on one API key
 	// paces as one. Nil means the buckets live in this Pacer alone.
-	Store PacerStore
+	Store Store
 
 	// StoreTimeout bounds, in real time, each call to Store; past it, or
 	// on an error, the Pacer paces from its own buckets for a second.
-	// Zero means DefaultPacerStoreTimeout; negative is a configuration
+	// Zero means DefaultStoreTimeout; negative is a configuration
 	// error.
 	StoreTimeout time.Duration
 
@@ -103,8 +74,8 @@ type Pacer struct {
 	seed maphash.Seed // set once; hashes keys so that a crafted key cannot collide
 }
 
-// PaceEvent describes one wait imposed by a Pacer, for Pacer.OnWait.
-type PaceEvent struct {
+// Event describes one wait imposed by a Pacer, for Pacer.OnWait.
+type Event struct {
 	Attempt    int           // the attempt about to begin after the wait, counting from 1
 	Delay      time.Duration // the wait about to happen
 	Host       string        // the request's host
@@ -132,15 +103,15 @@ type paceKey struct {
 type paceTicket struct {
 	k        *paceKey
 	cost     float64
-	sent     bool        // the request went out: what it took is spent
-	due      [2]uint32   // the windows the request and its tokens belong to (see bucket.due)
-	took     [2]bool     // the request, and its tokens, were reserved from a bucket that knew a limit
-	req, tok snapshot    // taken when it went out
-	marks    [2]PaceMark // the Store's marks, requests and tokens, when it reserved
+	sent     bool      // the request went out: what it took is spent
+	due      [2]uint32 // the windows the request and its tokens belong to (see bucket.due)
+	took     [2]bool   // the request, and its tokens, were reserved from a bucket that knew a limit
+	req, tok snapshot  // taken when it went out
+	marks    [2]Mark   // the Store's marks, requests and tokens, when it reserved
 }
 
 // pacerNow is nowOn in Unix nanoseconds, the Pacer's unit of time.
-func pacerNow(c clockwork.Clock) int64 { return nowOn(c).UnixNano() }
+func pacerNow(c clockwork.Clock) int64 { return wire.Now(c).UnixNano() }
 
 // lookup returns the state of req's key, or nil when nothing is known of it.
 func (p *Pacer) lookup(req *http.Request) *paceKey {
@@ -157,7 +128,7 @@ func (p *Pacer) hash(req *http.Request) uint64 {
 	if p.Key != nil {
 		return maphash.String(p.seed, p.Key(req))
 	}
-	host := requestHost(req)
+	host := wire.Host(req)
 	vs, i := credential(req.Header)
 	if len(vs) == 1 {
 		// The common case: one hash of both parts costs less than one
@@ -197,15 +168,22 @@ func credential(h http.Header) ([]string, uint64) {
 // is the time left to the call, which a store call must not outlast; zero
 // means no store call.
 func (p *Pacer) reserve(t *paceTicket, req *http.Request, clock clockwork.Clock, room time.Duration) (time.Duration, bool) {
+	return p.reserveKey(t, req, nil, p.storeOn() && room > 0, clock, room)
+}
+
+// reserveKey is reserve, given req's key k when the caller looked it up
+// (nil: not yet) and whether to ask the store.
+func (p *Pacer) reserveKey(t *paceTicket, req *http.Request, k *paceKey, store bool, clock clockwork.Clock, room time.Duration) (time.Duration, bool) {
 	*t = paceTicket{}
-	if p.storeOn() && room > 0 {
+	if store {
 		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req), room); ok {
 			return wait, hinted
 		}
 	}
-	k := p.lookup(req)
 	if k == nil {
-		return 0, false
+		if k = p.lookup(req); k == nil {
+			return 0, false
+		}
 	}
 	cost := p.cost(req)
 	now := pacerNow(clock)
@@ -350,7 +328,7 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, c
 // an overloaded server (503, and Anthropic's 529).
 func holdsKey(code int) bool {
 	switch code {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, statusOverloaded:
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, wire.StatusOverloaded:
 		return true
 	}
 	return false
@@ -358,7 +336,7 @@ func holdsKey(code int) bool {
 
 // learn moves k to the observation o and the Retry-After block at now,
 // ends t's slot, and returns what k learned, for a store.
-func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration, now int64) PaceReport {
+func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration, now int64) Report {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if t.k != nil {
@@ -371,7 +349,7 @@ func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration
 		k.resource = o.resource
 		t.req = snapshot{}
 	}
-	var r PaceReport
+	var r Report
 	if o.requests.kind != kindNone {
 		k.requests.learn(&o.requests, t.req, now)
 		r.Requests = k.requests.report(o.requests.remaining, t.marks[0], now)

@@ -1,8 +1,9 @@
-package retry
+package pace
 
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"math"
 	"net/http"
 	"strings"
@@ -15,7 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// memStore is a PacerStore in memory, on a clock of its own: the model a
+// memStore is a Store in memory, on a clock of its own: the model a
 // store keeps, written out plainly. Tests of other stores compare with the
 // same rules.
 type memStore struct {
@@ -24,7 +25,7 @@ type memStore struct {
 	mu       sync.Mutex
 	keys     map[string]*memKey
 	reserves []string      // the keys reserved, in order
-	reports  []PaceReport  // every report learned, in order
+	reports  []Report      // every report learned, in order
 	fail     error         // when set, every call fails with it
 	hang     chan struct{} // when set, every call blocks until it closes, ignoring its context
 }
@@ -48,16 +49,16 @@ func newMemStore(clock clockwork.Clock) *memStore {
 	return &memStore{clock: clock, keys: map[string]*memKey{}}
 }
 
-func (s *memStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (PaceGrant, error) {
+func (s *memStore) Reserve(ctx context.Context, key string, tokens float64, maxWait time.Duration) (Grant, error) {
 	if err := s.enter(); err != nil {
-		return PaceGrant{}, err
+		return Grant{}, err
 	}
 	defer s.mu.Unlock()
 	s.reserves = append(s.reserves, key)
 	k := s.key(key)
 	before := *k // a wait of maxWait or more takes nothing
 	now := s.clock.Now().UnixNano()
-	var g PaceGrant
+	var g Grant
 	var w time.Duration
 	w, g.Requests = k.requests.take(1, now)
 	if tokens > 0 {
@@ -71,12 +72,12 @@ func (s *memStore) Reserve(ctx context.Context, key string, tokens float64, maxW
 	}
 	if g.Wait >= maxWait {
 		*k = before
-		return PaceGrant{Wait: g.Wait, RetryAfter: g.RetryAfter}, nil
+		return Grant{Wait: g.Wait, RetryAfter: g.RetryAfter}, nil
 	}
 	return g, nil
 }
 
-func (s *memStore) Learn(ctx context.Context, key string, r PaceReport) error {
+func (s *memStore) Learn(ctx context.Context, key string, r Report) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -133,24 +134,24 @@ func (b *memBucket) advance(now int64) {
 
 // take reserves n and returns the wait and the mark: where the bucket
 // stands just after the request is sent.
-func (b *memBucket) take(n float64, now int64) (time.Duration, PaceMark) {
+func (b *memBucket) take(n float64, now int64) (time.Duration, Mark) {
 	if b.limit == 0 {
-		return 0, PaceMark{}
+		return 0, Mark{}
 	}
 	b.advance(now)
 	b.level -= math.Min(n, b.limit)
 	switch {
 	case b.level >= 0:
-		return 0, PaceMark{Level: b.level, Corrected: b.corrected, Epoch: b.epoch}
+		return 0, Mark{Level: b.level, Corrected: b.corrected, Epoch: b.epoch}
 	case b.window == 0:
-		return durationOf(-b.level / b.rate), PaceMark{Corrected: b.corrected, Epoch: b.epoch}
+		return durationOf(-b.level / b.rate), Mark{Corrected: b.corrected, Epoch: b.epoch}
 	}
 	k := math.Ceil(-b.level / b.limit)
 	wait := time.Duration(b.resetAt-now) + time.Duration(k-1)*time.Duration(b.window)
-	return wait, PaceMark{Level: b.level + k*b.limit, Corrected: b.corrected, Epoch: b.epoch + int64(k)}
+	return wait, Mark{Level: b.level + k*b.limit, Corrected: b.corrected, Epoch: b.epoch + int64(k)}
 }
 
-func (b *memBucket) learn(l *PaceLimit, now int64) {
+func (b *memBucket) learn(l *Limit, now int64) {
 	if l.Limit <= 0 {
 		return
 	}
@@ -192,23 +193,23 @@ func (b *memBucket) learn(l *PaceLimit, now int64) {
 
 // fleet returns n Transports, each with a Pacer of its own (a process of a
 // fleet) sharing store, on fake time.
-func fleet(n int, base http.RoundTripper, store PacerStore) ([]*Transport, *[]PaceEvent) {
+func fleet(n int, base http.RoundTripper, store Store) ([]*retry.Transport, *[]Event) {
 	var mu sync.Mutex
-	events := new([]PaceEvent)
-	p, _ := fakeTime(Policy{})
-	var trs []*Transport
+	events := new([]Event)
+	p, _ := fakeTime(retry.Policy{})
+	var trs []*retry.Transport
 	for range n {
-		pacer := &Pacer{Store: store, OnWait: func(e PaceEvent) {
+		pacer := &Pacer{Store: store, OnWait: func(e Event) {
 			mu.Lock()
 			*events = append(*events, e)
 			mu.Unlock()
 		}}
-		trs = append(trs, &Transport{Base: base, Policy: p, Pacer: pacer})
+		trs = append(trs, &retry.Transport{Base: base, Policy: p, Pacer: pacer})
 	}
 	return trs, events
 }
 
-func delays(events []PaceEvent) []time.Duration {
+func delays(events []Event) []time.Duration {
 	var got []time.Duration
 	for _, e := range events {
 		got = append(got, e.Delay)
@@ -293,16 +294,16 @@ func TestPacerStoreReport(t *testing.T) {
 	if _, err := get(t, trs[1], "https://api.example.com/"); err != nil {
 		t.Fatal(err)
 	}
-	want := []PaceReport{
-		{Requests: PaceLimit{Limit: 60, Remaining: 59, Rate: 1}},
+	want := []Report{
+		{Requests: Limit{Limit: 60, Remaining: 59, Rate: 1}},
 		{Block: 7 * time.Second},
 	}
 	// The second reservation found the bucket the first taught the store.
-	want[1].Requests = PaceLimit{}
+	want[1].Requests = Limit{}
 	if diff := cmp.Diff(want, store.reports); diff != "" {
 		t.Errorf("reports (-want +got):\n%s", diff)
 	}
-	wantEvents := []PaceEvent{{Attempt: 1, Delay: 7 * time.Second, Host: "api.example.com", RetryAfter: true}}
+	wantEvents := []Event{{Attempt: 1, Delay: 7 * time.Second, Host: "api.example.com", RetryAfter: true}}
 	if diff := cmp.Diff(wantEvents, *events); diff != "" {
 		t.Errorf("the other process's waits (-want +got):\n%s", diff)
 	}
@@ -324,7 +325,7 @@ func TestPacerStoreMarksComeBack(t *testing.T) {
 	// After the first report the store held 9; the second reservation left
 	// 8, the server said 5: 3 more were used elsewhere.
 	got := store.reports[1].Requests
-	if want := (PaceMark{Level: 8, Epoch: 1}); got.Mark != want {
+	if want := (Mark{Level: 8, Epoch: 1}); got.Mark != want {
 		t.Errorf("mark handed back = %+v, want %+v", got.Mark, want)
 	}
 	if k := store.keys[store.reserves[0]]; k.requests.level != 5 || k.requests.corrected != 3 {
@@ -366,7 +367,7 @@ func TestPacerStoreFallsBack(t *testing.T) {
 			rt := &scriptedRT{script: []http.Header{openAIHeaders(10, 0, "10s")}}
 			trs, events := fleet(1, rt, store)
 			var fallbacks atomic.Int32
-			pacer := trs[0].Pacer
+			pacer := trs[0].Pacer.(*Pacer)
 			pacer.StoreTimeout = 20 * time.Millisecond
 			pacer.OnFallback = func(err error) {
 				if !strings.Contains(err.Error(), "Pacer.Store") {
@@ -422,24 +423,24 @@ func TestPacerStoreFallsBack(t *testing.T) {
 }
 
 // badStore grants what no store may.
-type badStore struct{ grant PaceGrant }
+type badStore struct{ grant Grant }
 
-func (s badStore) Reserve(context.Context, string, float64, time.Duration) (PaceGrant, error) {
+func (s badStore) Reserve(context.Context, string, float64, time.Duration) (Grant, error) {
 	return s.grant, nil
 }
-func (badStore) Learn(context.Context, string, PaceReport) error { return nil }
+func (badStore) Learn(context.Context, string, Report) error { return nil }
 
 func TestPacerStoreHostileGrant(t *testing.T) {
 	t.Parallel()
-	for name, g := range map[string]PaceGrant{
+	for name, g := range map[string]Grant{
 		"negative wait": {Wait: -time.Second},
-		"NaN mark":      {Requests: PaceMark{Level: math.NaN(), Epoch: 1}},
+		"NaN mark":      {Requests: Mark{Level: math.NaN(), Epoch: 1}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			trs, events := fleet(1, &scriptedRT{script: []http.Header{{}}}, badStore{g})
 			var fallbacks atomic.Int32
-			trs[0].Pacer.OnFallback = func(error) { fallbacks.Add(1) }
+			trs[0].Pacer.(*Pacer).OnFallback = func(error) { fallbacks.Add(1) }
 			if _, err := get(t, trs[0], "https://api.example.com/"); err != nil {
 				t.Fatal(err)
 			}
@@ -449,19 +450,19 @@ func TestPacerStoreHostileGrant(t *testing.T) {
 		})
 	}
 	// An hour's wait is believed, and the Deadline then fails the call at once.
-	trs, _ := fleet(1, &scriptedRT{script: []http.Header{{}}}, badStore{PaceGrant{Wait: time.Hour}})
+	trs, _ := fleet(1, &scriptedRT{script: []http.Header{{}}}, badStore{Grant{Wait: time.Hour}})
 	_, err := get(t, trs[0], "https://api.example.com/")
-	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonDeadline || e.Attempts != 0 {
-		t.Errorf("err = %v, want *Error{ReasonDeadline, Attempts: 0}", err)
+	var e *retry.Error
+	if !errors.As(err, &e) || e.Reason != retry.ReasonDeadline || e.Attempts != 0 {
+		t.Errorf("err = %v, want *retry.Error{retry.ReasonDeadline, Attempts: 0}", err)
 	}
 }
 
 func TestPacerStoreTimeoutNegative(t *testing.T) {
 	t.Parallel()
-	tr := &Transport{Base: &scriptedRT{script: []http.Header{{}}}, Pacer: &Pacer{StoreTimeout: -1}}
-	if _, err := get(t, tr, "https://api.example.com/"); !errors.Is(err, ErrInvalidPolicy) {
-		t.Errorf("err = %v, want ErrInvalidPolicy", err)
+	tr := &retry.Transport{Base: &scriptedRT{script: []http.Header{{}}}, Pacer: &Pacer{StoreTimeout: -1}}
+	if _, err := get(t, tr, "https://api.example.com/"); !errors.Is(err, retry.ErrInvalidPolicy) {
+		t.Errorf("err = %v, want retry.ErrInvalidPolicy", err)
 	}
 }
 
@@ -474,8 +475,8 @@ func TestPacerStoreKeepsTheDeadline(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
 	store.hang = hang
-	tr := &Transport{Base: &scriptedRT{script: []http.Header{openAIHeaders(10, 9, "1s")}},
-		Policy: Policy{Deadline: 300 * time.Millisecond},
+	tr := &retry.Transport{Base: &scriptedRT{script: []http.Header{openAIHeaders(10, 9, "1s")}},
+		Policy: retry.Policy{Deadline: 300 * time.Millisecond},
 		Pacer:  &Pacer{Store: store, StoreTimeout: 10 * time.Second}}
 	began := time.Now()
 	_, _ = get(t, tr, "https://api.example.com/")
@@ -526,8 +527,8 @@ func TestPacerStoreRefusedWaitTakesNothing(t *testing.T) {
 	var refused int
 	for range 6 {
 		_, err := get(t, tr, "https://api.example.com/")
-		var e *Error
-		if errors.As(err, &e) && e.Reason == ReasonDeadline {
+		var e *retry.Error
+		if errors.As(err, &e) && e.Reason == retry.ReasonDeadline {
 			refused++
 		} else if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package retry_test
+package pace_test
 
 import (
 	"context"
@@ -9,29 +9,30 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
-// downStore is a PacerStore whose server cannot be reached.
+// downStore is a Store whose server cannot be reached.
 type downStore struct{}
 
-func (downStore) Reserve(context.Context, string, float64, time.Duration) (retry.PaceGrant, error) {
-	return retry.PaceGrant{}, errors.New("dial tcp 10.0.0.7:6379: connection refused")
+func (downStore) Reserve(context.Context, string, float64, time.Duration) (pace.Grant, error) {
+	return pace.Grant{}, errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
-func (downStore) Learn(context.Context, string, retry.PaceReport) error {
+func (downStore) Learn(context.Context, string, pace.Report) error {
 	return errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
 // A Pacer whose shared store is down paces from what this process learned,
 // and says so through OnFallback: no call fails because the store did. The
-// retryredis module has a PacerStore on Redis.
-func ExamplePacerStore() {
+// retryredis module has a Store on Redis.
+func ExampleStore() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "ok")
 	}))
 	defer srv.Close()
 
-	pacer := &retry.Pacer{
+	pacer := &pace.Pacer{
 		Store:      downStore{},
 		OnFallback: func(err error) { fmt.Println("fallback:", err) },
 	}

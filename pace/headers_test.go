@@ -1,4 +1,4 @@
-package retry
+package pace
 
 import (
 	"net/http"

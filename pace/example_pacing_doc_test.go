@@ -1,4 +1,4 @@
-package retry_test
+package pace_test
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // The snippets of docs/pacing.md.
@@ -43,11 +44,11 @@ func TestDocPacingRecipe(t *testing.T) {
 		return n
 	}
 
-	pacer := &retry.Pacer{
+	pacer := &pace.Pacer{
 		// Tokens a request will use, counted against a token limit; nil paces requests only.
 		Cost: func(r *http.Request) int64 { return estimateTokens(r) },
 		// Log waits of a second or more (the default minimum).
-		OnWait: retry.LogWaits(logger, 0),
+		OnWait: pace.LogWaits(logger, 0),
 	}
 	client := &http.Client{Transport: &retry.Transport{Pacer: pacer}}
 	// Hand client to the SDK: option.WithHTTPClient(client) for openai-go and anthropic-sdk-go.

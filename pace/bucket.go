@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"time"
 )
@@ -321,7 +322,7 @@ func (b *bucket) learnLength(o *limitObs) {
 	b.longest = max(b.longest, o.reset+o.slack, time.Second)
 	if o.end != 0 && b.lastEnd != 0 && o.end > b.lastEnd {
 		g := time.Duration(o.end-b.lastEnd) * time.Second
-		if g > 2*o.slack && g+2*o.slack >= b.longest && g <= maxPacerReset && (b.gap == 0 || g < b.gap) {
+		if g > 2*o.slack && g+2*o.slack >= b.longest && g <= wire.MaxReset && (b.gap == 0 || g < b.gap) {
 			b.gap = g
 		}
 	}
@@ -350,7 +351,7 @@ func (b *bucket) learnRate(o *limitObs, now int64) {
 		}
 		for _, p := range [...]float64{60, 1, 3600, 86400} {
 			if fit := o.limit / p; fit >= lo && fit <= hi {
-				r, basis = fit, maxPacerReset
+				r, basis = fit, wire.MaxReset
 				break
 			}
 		}
@@ -369,8 +370,8 @@ func (b *bucket) learnRate(o *limitObs, now int64) {
 // durationOf converts seconds to a Duration, saturating.
 func durationOf(secs float64) time.Duration {
 	ns := secs * 1e9
-	if ns >= float64(maxDuration) || math.IsNaN(ns) {
-		return maxDuration
+	if ns >= float64(wire.MaxDuration) || math.IsNaN(ns) {
+		return wire.MaxDuration
 	}
 	return time.Duration(ns)
 }

@@ -1,4 +1,4 @@
-package retry_test
+package pace_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -27,8 +28,8 @@ func ExamplePacer() {
 	// Sleep nil in real code.
 	ft := retrytest.NewFakeTime()
 	// One Pacer per API key, shared by every client that uses the key.
-	pacer := &retry.Pacer{
-		OnWait: func(e retry.PaceEvent) { fmt.Printf("attempt %d waits %v\n", e.Attempt, e.Delay) },
+	pacer := &pace.Pacer{
+		OnWait: func(e pace.Event) { fmt.Printf("attempt %d waits %v\n", e.Attempt, e.Delay) },
 	}
 	client := &http.Client{Transport: &retry.Transport{
 		Policy: retry.Policy{Clock: ft.Clock, Sleep: ft.Sleep},
@@ -56,9 +57,9 @@ func ExampleLogWaits() {
 			return a
 		},
 	}))
-	onWait := retry.LogWaits(logger, 5*time.Second)
-	onWait(retry.PaceEvent{Attempt: 1, Delay: 2 * time.Second, Host: "api.openai.com"}) // too short to log
-	onWait(retry.PaceEvent{Attempt: 2, Delay: 20 * time.Second, Host: "api.openai.com", RetryAfter: true})
+	onWait := pace.LogWaits(logger, 5*time.Second)
+	onWait(pace.Event{Attempt: 1, Delay: 2 * time.Second, Host: "api.openai.com"}) // too short to log
+	onWait(pace.Event{Attempt: 2, Delay: 20 * time.Second, Host: "api.openai.com", RetryAfter: true})
 	// Output:
 	// level=INFO msg=pacing host=api.openai.com attempt=2 delay=20s retry_after=true
 }

@@ -1,6 +1,7 @@
-package retry
+package pace
 
 import (
+	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ func firstCount(vs []string) (float64, bool) {
 // does, up to 1e15: larger counts are no limit any server keeps.
 func parseNumber(s string) (float64, bool) {
 	if len(s) > 15 { // rare: strconv, behind the same check
-		if len(s) > 32 || !plainDecimal(s) {
+		if len(s) > 32 || !wire.PlainDecimal(s) {
 			return 0, false
 		}
 		f, err := strconv.ParseFloat(s, 64)
@@ -68,7 +69,7 @@ func parseNumber(s string) (float64, bool) {
 
 // responseDate returns the response's Date, or now when it has none.
 func responseDate(h http.Header, now time.Time) time.Time {
-	v, ok := headerValue(h, "Date")
+	v, ok := wire.HeaderValue(h, "Date")
 	if !ok || len(v) > 64 {
 		return now
 	}

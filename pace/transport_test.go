@@ -1,8 +1,9 @@
-package retry
+package pace
 
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"net/http"
 	"strconv"
 	"sync"
@@ -52,18 +53,18 @@ func openAIHeaders(limit, remaining int, reset string) http.Header {
 		"x-ratelimit-remaining-requests", strconv.Itoa(remaining), "x-ratelimit-reset-requests", reset)
 }
 
-// pacedTransport returns a Transport over base with a new Pacer, on fake
+// pacedTransport returns a retry.Transport over base with a new Pacer, on fake
 // time, and the waits the Pacer announced.
-func pacedTransport(base http.RoundTripper, p Policy) (*Transport, *[]PaceEvent) {
+func pacedTransport(base http.RoundTripper, p retry.Policy) (*retry.Transport, *[]Event) {
 	p, _ = fakeTime(p)
 	var mu sync.Mutex
-	events := new([]PaceEvent)
-	pacer := &Pacer{OnWait: func(e PaceEvent) {
+	events := new([]Event)
+	pacer := &Pacer{OnWait: func(e Event) {
 		mu.Lock()
 		*events = append(*events, e)
 		mu.Unlock()
 	}}
-	return &Transport{Base: base, Policy: p, Pacer: pacer}, events
+	return &retry.Transport{Base: base, Policy: p, Pacer: pacer}, events
 }
 
 func get(t *testing.T, tr http.RoundTripper, url string) (*http.Response, error) {
@@ -141,7 +142,7 @@ func TestTransportPacesFromHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tr, events := pacedTransport(&scriptedRT{script: tt.script}, Policy{})
+			tr, events := pacedTransport(&scriptedRT{script: tt.script}, retry.Policy{})
 			for range 4 {
 				if _, err := get(t, tr, "https://api.example.com/"); err != nil {
 					t.Fatal(err)
@@ -162,7 +163,7 @@ func TestTransportPacerRetryAfterHoldsEveryCaller(t *testing.T) {
 	t.Parallel()
 	rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", "5"), {}}}
 	var retries atomic.Int32
-	tr, events := pacedTransport(rt, Policy{MaxAttempts: 1, OnRetry: func(Event) { retries.Add(1) }})
+	tr, events := pacedTransport(rt, retry.Policy{MaxAttempts: 1, OnRetry: func(retry.Event) { retries.Add(1) }})
 	if resp, err := get(t, tr, "https://api.example.com/"); err != nil || resp.StatusCode != 429 {
 		t.Fatalf("first call: %v, %v; want the 429", resp, err)
 	}
@@ -170,7 +171,7 @@ func TestTransportPacerRetryAfterHoldsEveryCaller(t *testing.T) {
 	if _, err := get(t, tr, "https://api.example.com/"); err != nil {
 		t.Fatal(err)
 	}
-	want := []PaceEvent{{Attempt: 1, Delay: 5 * time.Second, Host: "api.example.com", RetryAfter: true}}
+	want := []Event{{Attempt: 1, Delay: 5 * time.Second, Host: "api.example.com", RetryAfter: true}}
 	if diff := cmp.Diff(want, *events); diff != "" {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
@@ -190,12 +191,12 @@ func TestTransportPacerDeadline(t *testing.T) {
 	t.Parallel()
 	// A Retry-After of an hour on a call whose Deadline is a minute.
 	rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", "3600")}}
-	tr, events := pacedTransport(rt, Policy{MaxAttempts: 1})
+	tr, events := pacedTransport(rt, retry.Policy{MaxAttempts: 1})
 	_, _ = get(t, tr, "https://api.example.com/")
 	_, err := get(t, tr, "https://api.example.com/")
-	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonDeadline || e.Attempts != 0 {
-		t.Fatalf("err = %v, want *Error{ReasonDeadline, Attempts: 0}", err)
+	var e *retry.Error
+	if !errors.As(err, &e) || e.Reason != retry.ReasonDeadline || e.Attempts != 0 {
+		t.Fatalf("err = %v, want *retry.Error{retry.ReasonDeadline, Attempts: 0}", err)
 	}
 	if n := rt.count("api.example.com"); n != 1 {
 		t.Errorf("%d requests sent, want 1", n)
@@ -208,8 +209,8 @@ func TestTransportPacerDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/", nil)
-	if _, err := tr.RoundTrip(req); !errors.As(err, &e) || e.Reason != ReasonDeadline {
-		t.Fatalf("err = %v, want *Error{ReasonDeadline}", err)
+	if _, err := tr.RoundTrip(req); !errors.As(err, &e) || e.Reason != retry.ReasonDeadline {
+		t.Fatalf("err = %v, want *retry.Error{retry.ReasonDeadline}", err)
 	}
 }
 
@@ -217,10 +218,10 @@ func TestTransportPacerCancelEndsWait(t *testing.T) {
 	t.Parallel()
 	// Real time: the wait is an hour long, the cancel comes at once.
 	rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", "3600"), {}}}
-	tr := &Transport{Base: rt, Policy: Policy{MaxAttempts: 1, Deadline: 2 * time.Hour}, Pacer: &Pacer{}}
+	tr := &retry.Transport{Base: rt, Policy: retry.Policy{MaxAttempts: 1, Deadline: 2 * time.Hour}, Pacer: &Pacer{}}
 	_, _ = get(t, tr, "https://api.example.com/")
 	ctx, cancel := context.WithCancel(context.Background())
-	tr.Pacer.OnWait = func(PaceEvent) { cancel() }
+	tr.Pacer.(*Pacer).OnWait = func(Event) { cancel() }
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/", nil)
 	start := time.Now()
 	_, err := tr.RoundTrip(req)
@@ -231,7 +232,7 @@ func TestTransportPacerCancelEndsWait(t *testing.T) {
 		t.Errorf("cancelled wait took %v", d)
 	}
 	// The cancelled caller gave its place back: the block is all that is left.
-	k := tr.Pacer.lookup(req)
+	k := tr.Pacer.(*Pacer).lookup(req)
 	if k == nil || k.inflight != 0 {
 		t.Errorf("key after a cancelled wait: %+v, want nothing in flight", k)
 	}
@@ -249,7 +250,7 @@ func TestTransportPacerKeysApart(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody}, nil
 	})
-	tr, events := pacedTransport(rt, Policy{})
+	tr, events := pacedTransport(rt, retry.Policy{})
 	for range 3 {
 		for _, host := range []string{"bad.example.com", "good.example.com"} {
 			if _, err := get(t, tr, "https://"+host+"/"); err != nil {
@@ -276,13 +277,13 @@ func TestTransportPacerErrorFreesSlot(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Header: openAIHeaders(10, 9, "1s"), Body: http.NoBody}, nil
 	})
-	tr, _ := pacedTransport(rt, Policy{MaxAttempts: 1})
+	tr, _ := pacedTransport(rt, retry.Policy{MaxAttempts: 1})
 	_, _ = get(t, tr, "https://api.example.com/")
 	if _, err := get(t, tr, "https://api.example.com/"); err == nil {
 		t.Fatal("want the base's error")
 	}
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
-	if k := tr.Pacer.lookup(req); k == nil || k.inflight != 0 {
+	if k := tr.Pacer.(*Pacer).lookup(req); k == nil || k.inflight != 0 {
 		t.Errorf("after a failed attempt: %+v, want nothing in flight", k)
 	}
 }
@@ -302,7 +303,7 @@ func TestTransportPacerIgnoresRetryAfterBeyondADay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rt := &scriptedRT{script: []http.Header{hdr("Status", "429", "Retry-After", tt.value), {}}}
-			tr, events := pacedTransport(rt, Policy{MaxAttempts: 1})
+			tr, events := pacedTransport(rt, retry.Policy{MaxAttempts: 1})
 			_, _ = get(t, tr, "https://api.example.com/")
 			if _, err := get(t, tr, "https://api.example.com/"); err != nil {
 				t.Fatalf("a second caller failed: %v", err)
@@ -311,5 +312,18 @@ func TestTransportPacerIgnoresRetryAfterBeyondADay(t *testing.T) {
 				t.Errorf("a Retry-After of %q held the key: %+v", tt.value, *events)
 			}
 		})
+	}
+}
+
+// TestTransportNilPacer: a nil *Pacer in a Transport, which the Transport
+// sees as a Pacer that is not nil, paces nothing and breaks nothing.
+func TestTransportNilPacer(t *testing.T) {
+	t.Parallel()
+	var p *Pacer
+	tr := &retry.Transport{Base: &scriptedRT{script: []http.Header{openAIHeaders(10, 0, "10s")}}, Pacer: p}
+	for range 3 {
+		if _, err := get(t, tr, "https://api.example.com/"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

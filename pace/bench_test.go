@@ -1,6 +1,8 @@
-package retry
+package pace
 
 import (
+	"errors"
+	"github.com/retrykit/retry"
 	"net/http"
 	"strconv"
 	"testing"
@@ -8,7 +10,7 @@ import (
 )
 
 // The Pacer's costs: a wait for a key with nothing learned (the common
-// case, and the price every request pays for setting Transport.Pacer), and
+// case, and the price every request pays for setting retry.Transport.Pacer), and
 // learning from one response: reading its headers and moving the buckets.
 
 func BenchmarkPacerWaitNothingKnown(b *testing.B) {
@@ -23,21 +25,26 @@ func BenchmarkPacerWaitUnknownKey(b *testing.B) {
 	benchReserve(b, &p)
 }
 
-// benchReserve times p.reserve for a request whose key p has not learned,
-// with each API's credential header: OpenAI's, Anthropic's, Azure's.
+// benchReserve times what a Transport's attempt costs p, Reserve and
+// Done without a response (the error path, which learns nothing), for a
+// request whose key p has not learned, with each API's credential header:
+// OpenAI's, Anthropic's, Azure's.
 func benchReserve(b *testing.B, p *Pacer) {
 	for _, h := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
 		b.Run(h, func(b *testing.B) {
 			req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
 			req.Header.Set(h, "sk-test")
-			var t paceTicket
 			b.ReportAllocs()
 			for b.Loop() {
-				p.reserve(&t, req, nil, time.Hour)
+				r, _ := p.Reserve(req, 1, nil, time.Hour)
+				r.Done(req, nil, errBench, nil, 0, 0)
 			}
 		})
 	}
 }
+
+// errBench is the error of an attempt that got no response.
+var errBench = errors.New("no response")
 
 // benchFormats returns a response's headers in each format, as the
 // servers send them.
@@ -65,7 +72,7 @@ func BenchmarkPacerObserve(b *testing.B) {
 			p := Pacer{Cost: func(*http.Request) int64 { return 1000 }}
 			req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/x", nil)
 			resp := &http.Response{StatusCode: 200, Header: h}
-			var pol Policy
+			var pol retry.Policy
 			var t paceTicket
 			p.observe(&t, req, resp, pol.Clock, 0, time.Hour) // the key exists from here on
 			var sent paceTicket

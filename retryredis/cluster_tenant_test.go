@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // The calls of the cluster tests: tenants, each a service called through a
@@ -171,13 +172,13 @@ type loggedPacer struct {
 }
 
 func (s loggedPacer) Reserve(ctx context.Context, key string, tokens float64,
-	maxWait time.Duration) (retry.PaceGrant, error) {
+	maxWait time.Duration) (pace.Grant, error) {
 	g, err := s.PacerStore.Reserve(ctx, key, tokens, maxWait)
 	s.log.add("pacer", err)
 	return g, err
 }
 
-func (s loggedPacer) Learn(ctx context.Context, key string, r retry.PaceReport) error {
+func (s loggedPacer) Learn(ctx context.Context, key string, r pace.Report) error {
 	err := s.PacerStore.Learn(ctx, key, r)
 	s.log.add("pacer", err)
 	return err
@@ -201,7 +202,7 @@ func newTenantRun(t *testing.T, tn tenant) *tenantRun {
 	}
 	budget := &retry.Budget{Store: loggedBudget{tn.budget, &r.log}, StoreTimeout: clusterStoreTimeout,
 		OnFallback: onFallback}
-	pacer := &retry.Pacer{Key: func(*http.Request) string { return tenantKey },
+	pacer := &pace.Pacer{Key: func(*http.Request) string { return tenantKey },
 		Store: loggedPacer{tn.pacer, &r.log}, StoreTimeout: clusterStoreTimeout, OnFallback: onFallback}
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)

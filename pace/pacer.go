@@ -322,18 +322,6 @@ func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, c
 	}
 }
 
-// holdsKey reports a status whose Retry-After holds every caller of the
-// key, not only the one refused: a rate limit (429, and GitHub's secondary
-// limit, a 403 with Retry-After, where going on risks the integration) or
-// an overloaded server (503, and Anthropic's 529).
-func holdsKey(code int) bool {
-	switch code {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, wire.StatusOverloaded:
-		return true
-	}
-	return false
-}
-
 // learn moves k to the observation o and the Retry-After block at now,
 // ends t's slot, and returns what k learned, for a store.
 func (p *Pacer) learn(k *paceKey, t *paceTicket, o *rateObs, block time.Duration, now int64) Report {

@@ -233,81 +233,7 @@ func TestFleetChild(t *testing.T) {
 		MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
 
-	var r fleetResult
-	var mu sync.Mutex // protects r
-	// A little before the cut, so that nothing counted as before it ran
-	// on local limits.
-	isBefore := func() bool { return time.Now().Before(cut.Add(-50 * time.Millisecond)) }
-	budget := &retry.Budget{
-		Ratio: fleetRatio, MinPerSecond: fleetFloor, Window: fleetWindow,
-		Store: NewBudgetStore(rdb, os.Getenv("RETRYREDIS_FLEET_NAME")), StoreTimeout: fleetTimeout,
-		OnFallback: func(error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if time.Now().Before(cut) {
-				r.FallbacksBefore++
-			} else {
-				r.FallbacksAfter++
-			}
-		},
-	}
-	var retries [2]atomic.Int64 // before, after
-	p := retry.Policy{
-		MaxAttempts: 1000, Deadline: fleetDeadline, Base: time.Nanosecond, Cap: time.Nanosecond,
-		Budget: budget,
-		Sleep:  func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, // as fast as it can
-		OnRetry: func(retry.Event) {
-			if isBefore() {
-				retries[0].Add(1)
-			} else {
-				retries[1].Add(1)
-			}
-		},
-	}
-	fail := func(context.Context) (int, error) { return 0, &retry.StatusError{StatusCode: 503} }
-
-	time.Sleep(time.Until(start))
-	r.Started = time.Now()
-	var wg sync.WaitGroup
-	for range fleetGoroutines {
-		wg.Go(func() {
-			var before, after phaseCount
-			var maxBefore, maxAfter time.Duration
-			var over int64
-			for time.Now().Before(stop) {
-				began := time.Now()
-				_, err := retry.Do(context.Background(), p, fail)
-				took := time.Since(began)
-				var rerr *retry.Error
-				if !errors.As(err, &rerr) {
-					t.Errorf("a call ended with %v, want a *retry.Error", err)
-					return
-				}
-				if took > fleetLate {
-					over++
-				}
-				if began.Before(cut.Add(-50 * time.Millisecond)) {
-					before.Calls++
-					maxBefore = max(maxBefore, took)
-				} else if began.After(cut) {
-					after.Calls++
-					maxAfter = max(maxAfter, took)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			r.Before.Calls += before.Calls
-			r.After.Calls += after.Calls
-			r.MaxCallBefore = max(r.MaxCallBefore, maxBefore)
-			r.MaxCallAfter = max(r.MaxCallAfter, maxAfter)
-			r.CallsOverDeadline += over
-		})
-	}
-	wg.Wait()
-	r.Stopped = time.Now()
-	r.Before.Retries, r.After.Retries = retries[0].Load(), retries[1].Load()
-	mu.Lock()
-	defer mu.Unlock()
+	r := fleetProcess(t, rdb, os.Getenv("RETRYREDIS_FLEET_NAME"), start, cut, stop, nil)
 	writeChildResult(t, fleetResultTag, r)
 }
 
@@ -380,4 +306,88 @@ func (p *proxy) cut() {
 	for _, c := range p.conns {
 		c.Close()
 	}
+}
+
+// fleetProcess is one process of a fleet test: fleetGoroutines callers
+// on a Budget whose store is the budget called name on client, from start
+// to stop, each retrying as fast as the budget lets it. At cut it calls
+// atCut, if any (the process's own cut; without one, the cut comes from
+// outside), and it counts what happened before the cut and after.
+func fleetProcess(t *testing.T, client redis.Scripter, name string, start, cut, stop time.Time, atCut func()) fleetResult {
+	// A little before the cut, so that nothing counted as before it ran
+	// on local limits.
+	isBefore := func(at time.Time) bool { return at.Before(cut.Add(-50 * time.Millisecond)) }
+	var r fleetResult
+	var fallbacks, retries [2]atomic.Int64 // before and after the cut
+	budget := &retry.Budget{
+		Ratio: fleetRatio, MinPerSecond: fleetFloor, Window: fleetWindow,
+		Store: NewBudgetStore(client, name), StoreTimeout: fleetTimeout,
+		OnFallback: func(error) {
+			if time.Now().Before(cut) {
+				fallbacks[0].Add(1)
+			} else {
+				fallbacks[1].Add(1)
+			}
+		},
+	}
+	p := retry.Policy{
+		MaxAttempts: 1000, Deadline: fleetDeadline, Base: time.Nanosecond, Cap: time.Nanosecond,
+		Budget: budget,
+		Sleep:  func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, // as fast as it can
+		OnRetry: func(retry.Event) {
+			if isBefore(time.Now()) {
+				retries[0].Add(1)
+			} else {
+				retries[1].Add(1)
+			}
+		},
+	}
+	fail := func(context.Context) (int, error) { return 0, &retry.StatusError{StatusCode: 503} }
+
+	time.Sleep(time.Until(start))
+	r.Started = time.Now()
+	var mu sync.Mutex // protects r
+	var wg sync.WaitGroup
+	for range fleetGoroutines {
+		wg.Go(func() {
+			var before, after phaseCount
+			var maxBefore, maxAfter time.Duration
+			var over int64
+			for time.Now().Before(stop) {
+				began := time.Now()
+				_, err := retry.Do(context.Background(), p, fail)
+				took := time.Since(began)
+				if _, ok := errors.AsType[*retry.Error](err); !ok {
+					t.Errorf("a call ended with %v, want a *retry.Error", err)
+					return
+				}
+				if took > fleetLate {
+					over++
+				}
+				if isBefore(began) {
+					before.Calls++
+					maxBefore = max(maxBefore, took)
+				} else if began.After(cut) {
+					after.Calls++
+					maxAfter = max(maxAfter, took)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			r.Before.Calls += before.Calls
+			r.After.Calls += after.Calls
+			r.MaxCallBefore = max(r.MaxCallBefore, maxBefore)
+			r.MaxCallAfter = max(r.MaxCallAfter, maxAfter)
+			r.CallsOverDeadline += over
+		})
+	}
+	if atCut != nil {
+		time.Sleep(time.Until(cut))
+		atCut()
+	}
+	wg.Wait()
+	r.Cut, r.Stopped = cut, time.Now()
+	r.Before.Retries, r.After.Retries = retries[0].Load(), retries[1].Load()
+	r.FallbacksBefore, r.FallbacksAfter = fallbacks[0].Load(), fallbacks[1].Load()
+	return r
 }

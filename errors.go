@@ -99,6 +99,18 @@ const (
 	ReasonDeadline Reason = "deadline"
 	// ReasonBudget: the Policy's retry Budget refused another retry.
 	ReasonBudget Reason = "budget"
+	// ReasonNotReplayable: a Transport did not send the request again
+	// after a failure the rules retry (a 5xx, a timeout, a dropped
+	// connection), because the server may have processed it and it may
+	// not run twice: a POST or PATCH without an idempotency key that
+	// Transport.Replayable does not allow. The call returns the failure
+	// as it came; Outcome.Reason says why it was not retried.
+	ReasonNotReplayable Reason = "not_replayable"
+	// ReasonBodyNotReplayable: a Transport did not send the request again
+	// after a failure the rules retry, because its body cannot be sent
+	// again: it has no GetBody, and ReplayBuffer did not keep it (unset,
+	// or the body passed it). Outcome only, as ReasonNotReplayable.
+	ReasonBodyNotReplayable Reason = "body_not_replayable"
 )
 
 // Error is returned when retrying stops without success: the attempts or the

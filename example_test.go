@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -142,4 +145,33 @@ func ExampleIsRetryable() {
 	// context deadline exceeded                            true
 	// context canceled                                     false
 	// invalid API key                                      false
+}
+
+// ExampleLogOutcomes: a POST answered 503 is not sent again without an
+// idempotency key, and LogOutcomes, as Policy.OnDone, says so in one line.
+func ExampleLogOutcomes() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req_42")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "host" {
+				return slog.Attr{} // left out, so that the output is the same on every run
+			}
+			return a
+		},
+	}))
+	client := &http.Client{Transport: &retry.Transport{Policy: retry.Policy{OnDone: retry.LogOutcomes(logger)}}}
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// level=WARN msg="not retried" reason=not_replayable attempts=1 status=503 request_id=req_42 error="retry: HTTP 503 Service Unavailable"
+	// 503
 }

@@ -27,7 +27,7 @@ func AttemptFromContext(ctx context.Context) (int, bool) {
 type Outcome struct {
 	Attempts int           // attempts made
 	Slept    time.Duration // time slept between attempts, in all, by Policy.Clock
-	Reason   Reason        // why retrying stopped without success; empty if it did not give up
+	Reason   Reason        // why retrying stopped without success, or why a failure the rules retry was not retried; empty otherwise
 
 	// Waited is the time spent waiting for the Transport's Pacer before
 	// attempts, in all; zero without a Pacer.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/retrykit/retry/internal/wire"
 	"math"
+	"net/http"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -102,6 +103,10 @@ type Event struct {
 	// Context is the caller's context (never an attempt's), so that a hook
 	// can reach the caller's trace span or logger.
 	Context context.Context
+
+	// Request is the Transport's request (the caller's, never an
+	// attempt's copy); nil for Do. A hook must not modify it.
+	Request *http.Request
 }
 
 // Do calls fn until it succeeds, by the rules of p, and returns its result.
@@ -160,6 +165,7 @@ type loop struct {
 	held    time.Duration // the Retry-After for which the Pacer holds the key, from the last response; 0: none
 	drawn   time.Duration // held, jittered: one draw for the Pacer's hold and the sleep
 	began   time.Time     // when the current attempt began by the real clock; zero with a Clock
+	req     *http.Request // the Transport's request; nil for Do
 }
 
 func (l *loop) init(ctx context.Context, p *Policy) error {
@@ -292,7 +298,7 @@ func (l *loop) sleep(delay time.Duration, hinted bool) error {
 		return l.canceled(nil)
 	}
 	if l.p.OnRetry != nil {
-		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted, Context: l.ctx})
+		l.p.OnRetry(Event{Attempt: l.attempt, Err: l.last, Delay: delay, FromRetryAfter: hinted, Context: l.ctx, Request: l.req})
 	}
 	return l.pause(delay, false)
 }

@@ -469,6 +469,9 @@ func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, e
 		if c.resendable(se) {
 			return c.judge(x, resp, se)
 		}
+		if c.l.ctx.Err() == nil && se.retryable() {
+			c.skipped(se)
+		}
 	}
 	return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 }

@@ -168,6 +168,7 @@ func (c *call) init() error {
 	if err := c.l.init(c.ctx, &c.t.Policy); err != nil {
 		return err
 	}
+	c.l.req = c.req
 	//lint:ignore SA1019 http.Client still sets Cancel, and callers may: it is honoured, not used
 	if cancel := c.req.Cancel; cancel != nil {
 		if _, ok := c.ctx.Deadline(); !ok {
@@ -273,7 +274,14 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 	// retire last: it ends the attempt's use of a replayed body, which only
 	// a retry may do.
-	retry := c.rewind && c.rb.replayable() && resend && c.l.retryable(err) && c.rb.retire()
+	sendable := c.rewind && c.rb.replayable() && resend
+	if !sendable && c.l.ctx.Err() == nil {
+		if !c.l.retryable(err) {
+			return nil, true, c.l.failed(err, false)
+		}
+		c.skipped(err)
+	}
+	retry := sendable && c.l.retryable(err) && c.rb.retire()
 	if err := c.l.failed(err, retry); err != nil {
 		return nil, true, err
 	}
@@ -289,6 +297,9 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		se.RetryAfter = statusHint(resp, &l.p)
 	}
 	if !c.resendable(se) {
+		if l.ctx.Err() == nil && se.retryable() {
+			c.skipped(se)
+		}
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	// Custom judges may read the body; the default never does. A response
@@ -302,6 +313,18 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		}
 	}
 	return c.judge(x, resp, se)
+}
+
+// skipped records err, a failure that the rules would retry, as the last,
+// and why it is not retried: the request may have been processed and may
+// not run twice, or its body cannot be sent again.
+func (c *call) skipped(err error) {
+	c.l.last = err
+	if !c.rewind || !c.rb.replayable() {
+		c.l.reason = ReasonBodyNotReplayable
+	} else {
+		c.l.reason = ReasonNotReplayable
+	}
 }
 
 // resendable reports whether the replay rules let the request be sent again

@@ -32,9 +32,9 @@ func Example_llmClients() {
 		Policy: policy,
 		Stream: &retry.Stream{Event: retry.LLMEvent}, // an error before the first token is retried unseen
 		Replayable: func(req *http.Request) bool { // generation may be sent twice: see below
-			return strings.HasSuffix(req.URL.Path, "/chat/completions") ||
-				strings.HasSuffix(req.URL.Path, "/responses") ||
-				strings.HasSuffix(req.URL.Path, "/messages")
+			return strings.HasSuffix(req.URL.Path, "/v1/chat/completions") ||
+				strings.HasSuffix(req.URL.Path, "/v1/responses") ||
+				strings.HasSuffix(req.URL.Path, "/v1/messages") // not an Assistants thread's /messages
 		},
 	}}
 

@@ -3,13 +3,14 @@ package retry
 import (
 	"context"
 	"fmt"
-	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // The defaults that a zero [Budget] field takes.

@@ -3,9 +3,10 @@ package retry
 import (
 	"context"
 	"fmt"
-	"github.com/retrykit/retry/internal/wire"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // The defaults of the fields of a [Budget] that shares its state through a

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"github.com/retrykit/retry/internal/wire"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // ErrInvalidPolicy is wrapped by the error that [Do] and [Transport.RoundTrip]

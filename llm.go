@@ -26,15 +26,11 @@ import (
 // [StatusError.Body]; the response handed back still carries its whole body,
 // unread.
 func LLMRetryable(err error) bool {
-	if se, ok := err.(*StatusError); ok { // the Transport's own: the common case
-		return !(se.StatusCode == http.StatusTooManyRequests && quotaExhausted(se.Body)) && se.retryable()
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		return !(se.StatusCode == http.StatusTooManyRequests && quotaExhausted(se.Body)) && IsRetryable(err)
 	}
 	if retry, ok := streamRetryable(err); ok {
 		return retry
-	}
-	if se, ok := errors.AsType[*StatusError](err); ok &&
-		se.StatusCode == http.StatusTooManyRequests && quotaExhausted(se.Body) {
-		return false
 	}
 	return IsRetryable(err)
 }

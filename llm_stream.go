@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"reflect"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // LLMEvent is a Stream.Event for the event streams of OpenAI (chat

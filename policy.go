@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"net/http"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // The defaults that a zero [Policy] field takes.

@@ -1,10 +1,11 @@
 package retry
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // Rate limits as GitHub reports them: a 403 or 429 whose

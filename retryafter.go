@@ -1,9 +1,10 @@
 package retry
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // ParseRetryAfter reads the server's hint of how long to wait before the next

@@ -444,7 +444,7 @@ func (b *eventBody) Close() error { return b.rc.Close() }
 func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, error) {
 	b := newEventBody(resp.Body, c.t.Stream)
 	resp.Body = b
-	if !c.rewind || !c.rb.replayable() || c.l.ctx.Err() != nil {
+	if !c.bodyAgain() || c.l.ctx.Err() != nil {
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil // it could not be sent again
 	}
 	if !b.readAhead(x) {
@@ -469,9 +469,7 @@ func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, e
 		if c.resendable(se) {
 			return c.judge(x, resp, se)
 		}
-		if c.l.ctx.Err() == nil && se.retryable() {
-			c.skipped(se)
-		}
+		c.skippedStatus(se)
 	}
 	return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/retrykit/retry/internal/wire"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // Transport is a [net/http.RoundTripper] that retries requests by the rules
@@ -274,7 +275,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 func (c *call) failed(err error, resend bool) (*http.Response, bool, error) {
 	// retire last: it ends the attempt's use of a replayed body, which only
 	// a retry may do.
-	sendable := c.rewind && c.rb.replayable() && resend
+	sendable := c.bodyAgain() && resend
 	if !sendable && c.l.ctx.Err() == nil {
 		if !c.l.retryable(err) {
 			return nil, true, c.l.failed(err, false)
@@ -297,9 +298,7 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 		se.RetryAfter = statusHint(resp, &l.p)
 	}
 	if !c.resendable(se) {
-		if l.ctx.Err() == nil && se.retryable() {
-			c.skipped(se)
-		}
+		c.skippedStatus(se)
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
 	// Custom judges may read the body; the default never does. A response
@@ -320,17 +319,30 @@ func (c *call) status(x *exchange, resp *http.Response) (*http.Response, bool, e
 // not run twice, or its body cannot be sent again.
 func (c *call) skipped(err error) {
 	c.l.last = err
-	if !c.rewind || !c.rb.replayable() {
+	if !c.bodyAgain() {
 		c.l.reason = ReasonBodyNotReplayable
 	} else {
 		c.l.reason = ReasonNotReplayable
 	}
 }
 
+// bodyAgain reports whether the request's body can be sent again: it has
+// none, or GetBody, or ReplayBuffer keeps it and it has not passed the
+// limit.
+func (c *call) bodyAgain() bool { return c.rewind && c.rb.replayable() }
+
+// skippedStatus records se as skipped when the status rules would retry it
+// and the caller is still waiting.
+func (c *call) skippedStatus(se *StatusError) {
+	if c.l.ctx.Err() == nil && se.retryable() {
+		c.skipped(se)
+	}
+}
+
 // resendable reports whether the replay rules let the request be sent again
 // after se.
 func (c *call) resendable(se *StatusError) bool {
-	return c.rewind && c.rb.replayable() && c.l.ctx.Err() == nil && (c.replay || notProcessed(se))
+	return c.bodyAgain() && c.l.ctx.Err() == nil && (c.replay || notProcessed(se))
 }
 
 // judge ends an attempt whose answer stands for the status se, after which

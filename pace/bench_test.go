@@ -2,11 +2,12 @@ package pace
 
 import (
 	"errors"
-	"github.com/retrykit/retry"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry"
 )
 
 // The Pacer's costs: a wait for a key with nothing learned (the common

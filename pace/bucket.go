@@ -1,9 +1,10 @@
 package pace
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"time"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // bucket is the Pacer's model of one dimension (requests or tokens) of one

@@ -1,13 +1,13 @@
 package pace
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrykit/retry/internal/sfv"
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // The field syntaxes the rate-limit parsers share: counts and dates, read

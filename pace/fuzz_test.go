@@ -1,10 +1,11 @@
 package pace
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"net/http"
 	"testing"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // checkObs fails t when a parser passed on a value that cannot be true,

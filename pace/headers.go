@@ -1,12 +1,12 @@
 package pace
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry/internal/sfv"
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // This file reads the rate-limit headers the Pacer learns from. Each parser

@@ -1,7 +1,6 @@
 package pace
 
 import (
-	"github.com/retrykit/retry/internal/wire"
 	"hash/maphash"
 	"net/http"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // Pacer spaces the requests of every caller that shares it so that the

@@ -1,12 +1,13 @@
 package pace
 
 import (
-	"github.com/retrykit/retry"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/retrykit/retry"
 )
 
 // at returns pacerEpoch plus d, in Unix nanoseconds.

@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/wire"
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/wire"
 )
 
 // DefaultStoreTimeout bounds one call to a Store when

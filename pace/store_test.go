@@ -3,7 +3,6 @@ package pace
 import (
 	"context"
 	"errors"
-	"github.com/retrykit/retry"
 	"math"
 	"net/http"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jonboulle/clockwork"
+
+	"github.com/retrykit/retry"
 )
 
 // memStore is a Store in memory, on a clock of its own: the model a

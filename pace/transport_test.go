@@ -3,7 +3,6 @@ package pace
 import (
 	"context"
 	"errors"
-	"github.com/retrykit/retry"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/retrykit/retry"
 )
 
 // scriptedRT answers each request with the next header set of a script (the

@@ -2,7 +2,6 @@ package pace
 
 import (
 	"errors"
-	"github.com/retrykit/retry"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/retrykit/retry"
 )
 
 // windowServer is an in-memory server of a fixed-window rate limit, as

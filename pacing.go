@@ -46,7 +46,26 @@ type Reservation interface {
 	// none. hold, when positive, is a Retry-After, jittered, that asks
 	// every caller to wait (see holdsAll): the call sleeps exactly that
 	// long before its next attempt. room is as for Reserve.
+	//
+	// Done comes at the response headers; for an event stream that
+	// Transport.Stream holds back, at its commit point instead, and err is
+	// then the *StreamError of an error event met before any output, with
+	// resp the response that carried it.
 	Done(req *http.Request, resp *http.Response, err error, clock clockwork.Clock, hold, room time.Duration)
+}
+
+// Queued is implemented by a Reservation whose attempt may have to wait its
+// turn behind others rather than for a time: a place under a limit on the
+// requests in flight. Each time the Reservation says to wait no longer,
+// the Transport calls Turn. A nil channel sends the attempt; any other
+// makes it wait until the channel is closed, then ask Ready again. est is
+// how long the wait is expected to last: when it is not shorter than room,
+// the call ends at once with ReasonDeadline, as it does when room runs
+// out before the turn comes; a cancelled wait ends it with the context's
+// error. Either way the Reservation is cancelled. The wait is not a Sleep:
+// Policy.Sleep is not called for it.
+type Queued interface {
+	Turn(clock clockwork.Clock, room time.Duration) (turn <-chan struct{}, est time.Duration)
 }
 
 // begin waits for the Transport's Pacer, if any, then starts the next
@@ -69,8 +88,9 @@ func (c *call) begin() (time.Duration, error) {
 
 // pace reserves the next attempt's place with the Pacer and waits for it,
 // asking again after each wait: what the Pacer learned meanwhile may say to
-// wait longer. After maxPaceWaits waits the attempt goes, so that a Sleep
-// that does not wait cannot make this spin.
+// wait longer. After maxPaceWaits timed waits the attempt goes, so that a
+// Sleep that does not wait cannot make this spin; a wait for a turn (see
+// Queued) ends only when the turn comes.
 func (c *call) pace() error {
 	l := &c.l
 	if l.ctx.Err() != nil {
@@ -79,14 +99,33 @@ func (c *call) pace() error {
 	l.waited = true // a Pacer may take time: the attempt reads the clock
 	room := l.room()
 	r, wait := c.t.Pacer.Reserve(c.req, l.attempt+1, l.p.Clock, room)
-	for waits := 1; wait > 0; waits++ {
-		if wait >= room {
-			r.Cancel()
-			return l.giveUp(ReasonDeadline)
-		}
-		if err := l.pause(wait, true); err != nil {
-			r.Cancel()
-			return err
+	q, _ := r.(Queued)
+	for waits := 1; ; waits++ {
+		if wait <= 0 {
+			if q == nil {
+				break
+			}
+			turn, est := q.Turn(l.p.Clock, room)
+			if turn == nil {
+				break
+			}
+			if est >= room {
+				r.Cancel()
+				return l.giveUp(ReasonDeadline)
+			}
+			if err := l.await(turn, room); err != nil {
+				r.Cancel()
+				return err
+			}
+		} else {
+			if wait >= room {
+				r.Cancel()
+				return l.giveUp(ReasonDeadline)
+			}
+			if err := l.pause(wait, true); err != nil {
+				r.Cancel()
+				return err
+			}
 		}
 		room = l.room()
 		wait = r.Ready(l.p.Clock, room, waits >= maxPaceWaits)
@@ -111,8 +150,12 @@ func (c *call) learn(resp *http.Response, err error) {
 	c.pr = nil
 	l := &c.l
 	l.held, l.drawn = 0, 0
-	if err != nil || resp == nil {
+	if resp == nil {
 		r.Done(c.req, nil, err, l.p.Clock, 0, 0)
+		return
+	}
+	if err != nil { // an event stream's error before its output
+		r.Done(c.req, resp, err, l.p.Clock, 0, l.room())
 		return
 	}
 	if holdsAll(resp.StatusCode) && hasRetryAfter(resp.Header) {

@@ -346,6 +346,32 @@ func (l *loop) wait(d time.Duration) (time.Duration, error) {
 	return l.p.since(began), err
 }
 
+// await waits for a Pacer's turn (see Queued), at most room by the Clock,
+// and counts the wait as the Pacer's.
+func (l *loop) await(turn <-chan struct{}, room time.Duration) error {
+	began := l.p.now()
+	var expired <-chan time.Time
+	if c := l.p.Clock; c != nil {
+		t := c.NewTimer(room)
+		defer t.Stop()
+		expired = t.Chan()
+	} else {
+		t := time.NewTimer(room)
+		defer t.Stop()
+		expired = t.C
+	}
+	var err error
+	select {
+	case <-turn:
+	case <-l.ctx.Done():
+		err = l.canceled(nil)
+	case <-expired:
+		err = l.giveUp(ReasonDeadline)
+	}
+	l.paced += l.p.since(began)
+	return err
+}
+
 func (l *loop) giveUp(r Reason) error {
 	l.reason = r
 	return &Error{Reason: r, Attempts: l.attempt, Err: l.last}

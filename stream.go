@@ -445,31 +445,40 @@ func (c *call) stream(x *exchange, resp *http.Response) (*http.Response, bool, e
 	b := newEventBody(resp.Body, c.t.Stream)
 	resp.Body = b
 	if !c.bodyAgain() || c.l.ctx.Err() != nil {
+		c.learn(resp, nil)
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil // it could not be sent again
 	}
 	if !b.readAhead(x) {
+		c.learn(nil, errStreamTimedOut)
 		x.ctx.release()
 		return c.failed(&attemptTimeoutError{errStreamTimedOut}, c.replay)
 	}
 	if !b.p.decided() && b.rerr != nil { // broken, or ended, before any output
 		err := b.end(b.rerr)
 		if err == io.EOF { // a stream with no events, whose Stream needs no final one
+			c.learn(resp, nil)
 			return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 		}
+		c.learn(nil, err)
 		_ = b.rc.Close()
 		b.free()
 		x.ctx.release()
 		return c.failed(err, c.replay)
 	}
-	if ev := b.p.err; ev != nil && ev.Status != 0 && !b.p.output { // else the error came after output
-		se := &StatusError{StatusCode: ev.Status, Message: statusMessage(ev.Status), Response: resp, Body: ev.Data}
-		if se.RetryAfter = c.l.held; se.RetryAfter == 0 {
-			se.RetryAfter, _ = ParseRetryAfter(resp.Header, c.l.p.now())
+	if ev := b.p.err; ev != nil && !b.p.output { // else the error came after output
+		c.learn(resp, ev)
+		if ev.Status != 0 {
+			se := &StatusError{StatusCode: ev.Status, Message: statusMessage(ev.Status), Response: resp, Body: ev.Data}
+			if se.RetryAfter = c.l.held; se.RetryAfter == 0 {
+				se.RetryAfter, _ = ParseRetryAfter(resp.Header, c.l.p.now())
+			}
+			if c.resendable(se) {
+				return c.judge(x, resp, se)
+			}
+			c.skippedStatus(se)
 		}
-		if c.resendable(se) {
-			return c.judge(x, resp, se)
-		}
-		c.skippedStatus(se)
+		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 	}
+	c.learn(resp, nil)
 	return x.deliver(resp, c.t.BodyIdleTimeout), true, nil
 }

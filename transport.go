@@ -250,7 +250,11 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}
-	c.learn(resp, err)
+	// An event stream held back to its commit point is learned from there.
+	held := err == nil && resp.StatusCode < 400 && c.t.Stream != nil && hasStream(c.req, resp)
+	if !held {
+		c.learn(resp, err)
+	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close() // a base that broke the contract
@@ -262,7 +266,7 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		return c.failed(err, c.replay || isConnectionError(err) || notSent(err) || cw.failedConnecting())
 	}
 	if resp.StatusCode < 400 {
-		if c.t.Stream != nil && hasStream(c.req, resp) {
+		if held {
 			return c.stream(x, resp)
 		}
 		return x.deliver(resp, c.t.BodyIdleTimeout), true, nil

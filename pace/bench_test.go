@@ -75,13 +75,13 @@ func BenchmarkPacerObserve(b *testing.B) {
 			resp := &http.Response{StatusCode: 200, Header: h}
 			var pol retry.Policy
 			var t paceTicket
-			p.observe(&t, req, resp, pol.Clock, 0, time.Hour) // the key exists from here on
+			p.observe(&t, req, resp, nil, pol.Clock, 0, time.Hour) // the key exists from here on
 			var sent paceTicket
 			p.reserve(&sent, req, nil, time.Hour) // a ticket as a request holds it when its response comes
 			b.ReportAllocs()
 			for b.Loop() {
 				t = sent
-				p.observe(&t, req, resp, pol.Clock, 0, time.Hour)
+				p.observe(&t, req, resp, nil, pol.Clock, 0, time.Hour)
 			}
 		})
 	}

@@ -39,7 +39,8 @@ type limitObs struct {
 // rateObs is what one response says about its key's limits.
 type rateObs struct {
 	requests, tokens limitObs
-	resource         string // GitHub's x-ratelimit-resource: which of its limits this is
+	resource         string  // GitHub's x-ratelimit-resource: which of its limits this is
+	concurrent       float64 // the requests the server takes at once, when it states it; else 0
 }
 
 // full reports an observation of both dimensions: another format has
@@ -50,7 +51,7 @@ func (o *rateObs) full() bool {
 
 // empty reports an observation that teaches nothing.
 func (o *rateObs) empty() bool {
-	return o.requests.kind == kindNone && o.tokens.kind == kindNone
+	return o.requests.kind == kindNone && o.tokens.kind == kindNone && o.concurrent == 0
 }
 
 // parseRateHeaders reads every format the Pacer knows from h. When a
@@ -75,6 +76,9 @@ func parseRateHeaders(h http.Header, now time.Time, memo *policyMemo) rateObs {
 		}
 		if o.resource == "" {
 			o.resource = p.resource
+		}
+		if o.concurrent == 0 {
+			o.concurrent = p.concurrent
 		}
 	}
 	if o = parseAnthropic(h, now); o.full() { // the first format read needs no merging
@@ -345,7 +349,7 @@ func parseIETFDict(v, policy string, memo *policyMemo) (rateObs, bool) {
 type ietfPolicy struct {
 	name string
 	q, w float64
-	dim  int // 0 requests, 1 tokens, -1 not paced
+	dim  int // 0 requests, 1 tokens, 2 requests in flight, -1 not paced
 }
 
 // window returns the window, in seconds, of the bare quota of limit, or 0.
@@ -398,6 +402,8 @@ func (m *policyMemo) read(text string) *ietfPolicies {
 		case "", "requests":
 		case "tokens":
 			p.dim = 1
+		case "concurrent-requests":
+			p.dim = 2
 		default:
 			p.dim = -1
 		}
@@ -421,7 +427,8 @@ func (m *policyMemo) read(text string) *ietfPolicies {
 // policies, each a quota q of unit qu ("requests" when absent) per window
 // of w seconds, and for each, r units available now and t seconds until the
 // quota resets. A unit of "tokens", which LLM gateways use, counts as
-// tokens; other units are not paced. Where several policies bind one
+// tokens; a unit of "concurrent-requests" sets the key's concurrency
+// limit to the quota; other units are not paced. Where several policies bind one
 // dimension, the one with the least available wins. The partition key pk
 // is not read: Pacer.Key says which requests share a limit. memo, which may
 // be nil, keeps the policies read last.
@@ -450,6 +457,12 @@ func parseIETF(h http.Header, memo *policyMemo) rateObs {
 				continue
 			}
 			visited[i] = true
+			if p.dim == 2 { // a limit on requests in flight: the quota is the limit
+				if !it.bad && (o.concurrent == 0 || p.q < o.concurrent) {
+					o.concurrent = p.q
+				}
+				break
+			}
 			if it.bad || !it.hasR || it.t > wire.MaxReset.Seconds() {
 				break
 			}

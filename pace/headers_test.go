@@ -276,6 +276,24 @@ func TestParseIETF(t *testing.T) {
 			want: rateObs{requests: limitObs{kind: kindWindow, limit: 1000, remaining: 5, reset: time.Hour, slack: time.Second, window: 24 * time.Hour}},
 		},
 		{
+			name: "concurrent requests set the limit",
+			h: hdr("RateLimit-Policy", `"rpm";q=600;w=60, "conc";q=8;qu="concurrent-requests"`,
+				"RateLimit", `"rpm";r=10;t=59, "conc";r=3`),
+			want: rateObs{
+				requests:   limitObs{kind: kindWindow, limit: 600, remaining: 10, reset: 59 * time.Second, slack: time.Second, window: time.Minute},
+				concurrent: 8,
+			},
+		},
+		{
+			name: "the least concurrent-requests quota binds",
+			h:    hdr("RateLimit-Policy", `"a";q=8;qu="concurrent-requests", "b";q=4;qu="concurrent-requests"`, "RateLimit", `"a";r=1, "b";r=1`),
+			want: rateObs{concurrent: 4},
+		},
+		{
+			name: "a concurrent-requests policy the RateLimit field does not name sets nothing",
+			h:    hdr("RateLimit-Policy", `"conc";q=8;qu="concurrent-requests"`, "RateLimit", `"other";r=1`),
+		},
+		{
 			name: "unknown unit not paced",
 			h:    hdr("RateLimit-Policy", `"b";q=1000;qu="content-bytes";w=1`, "RateLimit", `"b";r=0;t=1`),
 		},

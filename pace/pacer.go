@@ -67,6 +67,7 @@ type Pacer struct {
 	OnFallback func(error)
 
 	storeOff atomic.Int64 // Unix nanoseconds, real time: until then, Store is not asked
+	limited  atomic.Bool  // some key has a concurrency limit
 	policies policyMemo   // the IETF RateLimit-Policy field read last
 
 	mu   sync.Mutex                          // serializes changes to keys
@@ -81,6 +82,7 @@ type Event struct {
 	Delay      time.Duration // the wait about to happen
 	Host       string        // the request's host
 	RetryAfter bool          // the wait honours a Retry-After that the key's server sent
+	Slot       bool          // the wait is for a slot under the key's concurrency limit; Delay is then an estimate
 }
 
 // maxPacerKeys bounds the keys a Pacer remembers. A new key beyond it
@@ -97,6 +99,7 @@ type paceKey struct {
 	inflight int   // requests granted whose response has not come
 	used     int64 // Unix nanoseconds: the last reservation; the least recently used key is forgotten first
 	resource string
+	conc     *limiter // the concurrency limit, from the first overload on; nil before
 }
 
 // paceTicket is one attempt's dealings with a Pacer: what it reserved,
@@ -109,6 +112,15 @@ type paceTicket struct {
 	took     [2]bool   // the request, and its tokens, were reserved from a bucket that knew a limit
 	req, tok snapshot  // taken when it went out
 	marks    [2]Mark   // the Store's marks, requests and tokens, when it reserved
+	store    bool      // the Store set the wait: k's buckets have no place of it
+
+	// Its place under k's concurrency limit, when k has one.
+	slot  bool          // it holds a slot
+	full  bool          // the limit was full when it took it, or held it back
+	held  int           // the slots held when it took its own, its own included
+	since int64         // when it took it, Unix nanoseconds
+	gen   uint64        // the limit's gen when it took it
+	turn  chan struct{} // closed when a slot is handed to it; nil unless it waits
 }
 
 // pacerNow is nowOn in Unix nanoseconds, the Pacer's unit of time.
@@ -178,6 +190,9 @@ func (p *Pacer) reserveKey(t *paceTicket, req *http.Request, k *paceKey, store b
 	*t = paceTicket{}
 	if store {
 		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req), room); ok {
+			if k = p.lookup(req); k != nil {
+				p.limitStored(t, k, wait, clock)
+			}
 			return wait, hinted
 		}
 	}
@@ -204,17 +219,65 @@ func (p *Pacer) reserveKey(t *paceTicket, req *http.Request, k *paceKey, store b
 	return k.grant(t, wait, now)
 }
 
+// limitStored puts t, whose wait of wait the Store set, under k's
+// concurrency limit, if k has one: the limit is each process's own.
+func (p *Pacer) limitStored(t *paceTicket, k *paceKey, wait time.Duration, clock clockwork.Clock) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conc == nil {
+		return
+	}
+	t.k, t.store = k, true
+	k.inflight++
+	if wait <= 0 {
+		k.grant(t, 0, pacerNow(clock))
+	}
+}
+
 // grant ends a look at t's buckets at now, whose wait they say is wait: it
 // returns the wait that binds, a Retry-After's when that is longer, and
-// records the request as sent when there is none. k.mu is held.
+// records the request as sent when there is none and it has a slot under
+// the key's concurrency limit, or needs none. k.mu is held.
 func (k *paceKey) grant(t *paceTicket, wait time.Duration, now int64) (time.Duration, bool) {
 	if b := time.Duration(k.blocked - now); b > wait {
 		return b, true
 	}
-	if wait <= 0 {
+	if k.conc != nil {
+		wait = max(wait, time.Duration(k.conc.cool-now))
+	}
+	if wait <= 0 && k.admits(t, now) {
 		k.send(t, now)
 	}
 	return wait, false
+}
+
+// admits reports that t may go as far as k's concurrency limit says, giving
+// it a slot when it needs one and one is free. When it says no, the
+// Transport asks for t's turn (see turn). k.mu is held.
+func (k *paceKey) admits(t *paceTicket, now int64) bool {
+	c := k.conc
+	return c == nil || t.slot || c.take(t, now)
+}
+
+// turn is t's place in the queue for a slot under its key's concurrency
+// limit: nil when t may go, else the channel closed when it gets one, and
+// how long that is expected to take.
+func (p *Pacer) turn(t *paceTicket, clock clockwork.Clock) (chan struct{}, time.Duration) {
+	k := t.k
+	if k == nil {
+		return nil, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.conc
+	if c == nil || t.slot || t.sent {
+		return nil, 0
+	}
+	if now := pacerNow(clock); c.take(t, now) {
+		k.send(t, now)
+		return nil, 0
+	}
+	return c.enqueue(t)
 }
 
 // ready is called when t's wait has ended: it records the request as sent
@@ -231,12 +294,17 @@ func (p *Pacer) ready(t *paceTicket, clock clockwork.Clock, force bool) (time.Du
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if force {
-		k.send(t, now)
+		if k.admits(t, now) {
+			k.send(t, now)
+		}
 		return 0, false
 	}
-	wait := k.requests.due(t.due[0], now)
-	if t.cost > 0 {
-		wait = max(wait, k.tokens.due(t.due[1], now))
+	var wait time.Duration
+	if !t.store {
+		wait = k.requests.due(t.due[0], now)
+		if t.cost > 0 {
+			wait = max(wait, k.tokens.due(t.due[1], now))
+		}
 	}
 	return k.grant(t, wait, now)
 }
@@ -262,8 +330,10 @@ func (k *paceKey) send(t *paceTicket, now int64) {
 	t.sent = true
 }
 
-// cancel returns what t reserved, for a caller that gave up its wait.
-func (p *Pacer) cancel(t *paceTicket) {
+// cancel returns what t reserved, for a caller that gave up its wait at
+// now: its place in the buckets, and its slot or its place in the queue
+// for one.
+func (p *Pacer) cancel(t *paceTicket, clock clockwork.Clock) {
 	k := t.k
 	if k == nil {
 		return
@@ -271,6 +341,12 @@ func (p *Pacer) cancel(t *paceTicket) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.inflight--
+	if t.turn != nil {
+		k.conc.leave(t)
+	}
+	if t.slot {
+		k.conc.release(t.since, pacerNow(clock), false)
+	}
 	if !t.sent {
 		if t.took[0] {
 			k.requests.untake(1)
@@ -282,45 +358,97 @@ func (p *Pacer) cancel(t *paceTicket) {
 	t.k = nil
 }
 
-// release ends t's attempt without a response: its in-flight slot is
-// freed, but what it reserved stays spent, since the server may have
-// counted the request.
-func (p *Pacer) release(t *paceTicket) {
+// release ends t's attempt without a response, or with one that teaches
+// nothing, at now: its place in flight, and its slot, are freed, but what
+// it reserved stays spent, since the server may have counted the request.
+func (p *Pacer) release(t *paceTicket, clock clockwork.Clock) {
 	if k := t.k; k != nil {
 		k.mu.Lock()
 		k.inflight--
+		if t.slot {
+			k.conc.release(t.since, pacerNow(clock), false)
+		}
 		k.mu.Unlock()
 		t.k = nil
 	}
 }
 
-// observe learns from the response to t's attempt, dated by clock. hold,
+// observe learns from the response to t's attempt, dated by clock; err,
+// when not nil, is the error event its stream met before any output. hold,
 // when positive, is the Retry-After (jittered) for which every caller of
 // the key waits; room is as for reserve.
-func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, clock clockwork.Clock, hold, room time.Duration) {
-	k := t.k
+func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, err error, clock clockwork.Clock, hold, room time.Duration) {
+	over := overloaded(resp, err)
+	// limited: the answer may teach a concurrency limit, or end a slot.
+	limited := over || t.slot || p.limited.Load()
 	h := resp.Header
-	if len(h) == 0 {
-		p.release(t)
+	if len(h) == 0 && !limited {
+		p.release(t, clock)
 		return
 	}
 	now := pacerNow(clock)
 	o := parseRateHeaders(h, time.Unix(0, now), &p.policies)
-	if o.empty() && hold <= 0 {
-		p.release(t)
+	teaches := !o.empty() || hold > 0 || over
+	if !teaches && !limited {
+		p.release(t, clock)
 		return
 	}
+	k := t.k
 	if k == nil {
 		if k = p.lookup(req); k == nil {
+			if !teaches {
+				return
+			}
 			if k = p.add(req, now); k == nil {
 				return
 			}
 		}
 	}
 	r := p.learn(k, t, &o, max(hold, 0), now)
-	if p.storeOn() && room > 0 {
+	if limited || o.concurrent > 0 {
+		p.limit(k, t, resp, err, over, &o, clock, now)
+	}
+	if p.storeOn() && room > 0 && (!o.empty() || hold > 0) {
 		p.storeLearn(req, r, room)
 	}
+}
+
+// limit teaches k's concurrency limit what the answer to t's attempt said
+// at now, and frees t's slot, or, for an event stream, leaves it to the
+// stream's end.
+func (p *Pacer) limit(k *paceKey, t *paceTicket, resp *http.Response, err error, over bool, o *rateObs, clock clockwork.Clock, now int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.conc
+	if c == nil {
+		if !over && o.concurrent == 0 {
+			return // the key has no limit, and this answer sets none
+		}
+		c = newLimiter()
+		k.conc = c
+		p.limited.Store(true)
+	}
+	if o.concurrent > 0 {
+		c.state(o.concurrent, now)
+	}
+	if !t.slot {
+		if !over {
+			c.served(now) // a request sent before the limit was
+		}
+		return
+	}
+	t.slot = false
+	if over {
+		c.refused(t, now)
+		c.release(t.since, now, false)
+		return
+	}
+	c.succeeded(t, now)
+	if err == nil && streamed(resp) {
+		resp.Body = &slotBody{ReadCloser: resp.Body, k: k, since: t.since, clock: clock}
+		return
+	}
+	c.release(t.since, now, true)
 }
 
 // learn moves k to the observation o and the Retry-After block at now,
@@ -392,7 +520,7 @@ func leastUsedIdle(m map[uint64]*paceKey, now int64) (uint64, bool) {
 	found, oldest := false, int64(0)
 	for i, k := range m {
 		k.mu.Lock()
-		idle, used := k.inflight == 0 && k.blocked <= now, k.used
+		idle, used := k.inflight == 0 && k.blocked <= now && (k.conc == nil || k.conc.inflight == 0), k.used
 		k.mu.Unlock()
 		if idle && (!found || used < oldest) {
 			id, oldest, found = i, used, true

@@ -155,7 +155,7 @@ func TestPacerNothingKnownAllocatesNothing(t *testing.T) {
 	var pol retry.Policy
 	if n := testing.AllocsPerRun(100, func() {
 		p.reserve(&tk, other, nil, time.Hour)
-		p.observe(&tk, other, resp, pol.Clock, 0, time.Hour)
+		p.observe(&tk, other, resp, nil, pol.Clock, 0, time.Hour)
 	}); n != 0 {
 		t.Errorf("reserve and observe of a known key: %v allocations, want 0", n)
 	}

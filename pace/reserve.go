@@ -11,11 +11,15 @@ import (
 	"github.com/retrykit/retry/internal/wire"
 )
 
-var _ retry.Pacer = (*Pacer)(nil)
+var (
+	_ retry.Pacer  = (*Pacer)(nil)
+	_ retry.Queued = (*reservation)(nil)
+)
 
 // Reserve books the attempt of req that is about to begin and returns its
 // place and how long it must wait first: its turn in the buckets of req's
-// key, or a Retry-After that holds the key. It is the method by which a
+// key, or a Retry-After that holds the key; and, when the key has a
+// concurrency limit, a slot under it (see reservation.Turn). It is the method by which a
 // [retry.Transport] uses the Pacer; OnWait is called for each wait that
 // can end within room.
 func (p *Pacer) Reserve(req *http.Request, attempt int, clock clockwork.Clock, room time.Duration) (retry.Reservation, time.Duration) {
@@ -30,7 +34,7 @@ func (p *Pacer) Reserve(req *http.Request, attempt int, clock clockwork.Clock, r
 		}
 	}
 	r := reservations.Get().(*reservation)
-	r.p, r.req, r.attempt = p, req, attempt // req for OnWait's host
+	r.p, r.req, r.attempt, r.clock = p, req, attempt, clock // req for OnWait's host
 	wait, hinted := p.reserveKey(&r.t, req, k, store, clock, room)
 	r.onWait(wait, hinted, room)
 	return r, wait
@@ -45,9 +49,9 @@ func (u *unknown) Ready(clockwork.Clock, time.Duration, bool) time.Duration { re
 func (u *unknown) Cancel()                                                  {}
 
 func (u *unknown) Done(req *http.Request, resp *http.Response, err error, clock clockwork.Clock, hold, room time.Duration) {
-	if err == nil && resp != nil {
+	if resp != nil {
 		var t paceTicket
-		(*Pacer)(u).observe(&t, req, resp, clock, hold, room)
+		(*Pacer)(u).observe(&t, req, resp, err, clock, hold, room)
 	}
 }
 
@@ -58,6 +62,7 @@ type reservation struct {
 	p       *Pacer
 	req     *http.Request
 	attempt int
+	clock   clockwork.Clock // Reserve's, to date a Cancel
 	t       paceTicket
 }
 
@@ -70,18 +75,32 @@ func (r *reservation) Ready(clock clockwork.Clock, room time.Duration, last bool
 	return wait
 }
 
+// Turn waits for a slot under the key's concurrency limit, when it has one
+// and none is free; see retry.Queued. OnWait is called for the wait, its
+// Delay an estimate from the time slots have been held lately.
+func (r *reservation) Turn(clock clockwork.Clock, room time.Duration) (<-chan struct{}, time.Duration) {
+	turn, est := r.p.turn(&r.t, clock)
+	if turn == nil {
+		return nil, 0
+	}
+	if f := r.p.OnWait; f != nil && est < room {
+		f(Event{Attempt: r.attempt, Delay: est, Host: wire.Host(r.req), Slot: true})
+	}
+	return turn, est
+}
+
 // Cancel gives the place back; see retry.Reservation.
 func (r *reservation) Cancel() {
-	r.p.cancel(&r.t)
+	r.p.cancel(&r.t, r.clock)
 	r.free()
 }
 
 // Done learns from the attempt's response; see retry.Reservation.
 func (r *reservation) Done(req *http.Request, resp *http.Response, err error, clock clockwork.Clock, hold, room time.Duration) {
-	if err != nil || resp == nil {
-		r.p.release(&r.t)
+	if resp == nil {
+		r.p.release(&r.t, clock)
 	} else {
-		r.p.observe(&r.t, req, resp, clock, hold, room)
+		r.p.observe(&r.t, req, resp, err, clock, hold, room)
 	}
 	r.free()
 }

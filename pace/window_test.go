@@ -437,7 +437,7 @@ func TestPacerTicketOfAnUnknownDimension(t *testing.T) {
 	k.requests.learn(&limitObs{kind: kindWindow, limit: 10, remaining: 0, reset: 30 * time.Second, slack: time.Second}, snapshot{}, at(time.Second))
 	k.mu.Unlock()
 	p.reserve(&b, req, clockAt(at(time.Second)), 0)
-	p.cancel(&a)
+	p.cancel(&a, clockAt(at(time.Second)))
 	if q := k.requests.queued; q != 1 {
 		t.Errorf("queued = %v after the first caller gave up, want 1: the second still waits", q)
 	}

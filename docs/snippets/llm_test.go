@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/pace"
 )
 
 // The snippets of docs/llm.md.
@@ -31,8 +32,10 @@ func Example_llmClients() {
 	httpClient := &http.Client{Transport: &retry.Transport{
 		Policy: policy,
 		Stream: &retry.Stream{Event: retry.LLMEvent}, // an error before the first token is retried unseen
+		Pacer:  &pace.Pacer{},                        // one per API key: rate limits, and overload (see below)
 		Replayable: func(req *http.Request) bool { // generation may be sent twice: see below
-			return strings.HasSuffix(req.URL.Path, "/v1/chat/completions") ||
+			return retry.Idempotent(req) || // GET and the like, as without Replayable
+				strings.HasSuffix(req.URL.Path, "/v1/chat/completions") ||
 				strings.HasSuffix(req.URL.Path, "/v1/responses") ||
 				strings.HasSuffix(req.URL.Path, "/v1/messages") // not an Assistants thread's /messages
 		},

@@ -112,7 +112,7 @@ func newTransport(p retry.Policy) *retry.Transport {
 	// lost the reply. For text generation a second call only costs tokens,
 	// so say it may. Leave other calls (uploads, fine-tuning jobs, batches)
 	// to the default rule: a repeat could create a second one.
-	t.Replayable = isGeneration
+	t.Replayable = func(req *http.Request) bool { return retry.Idempotent(req) || isGeneration(req) }
 	// A streamed answer that fails before its first token (an overloaded
 	// or rate-limit error as the first event, after a 200) is retried
 	// unseen; one that breaks later ends with an error, never as a whole

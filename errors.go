@@ -139,6 +139,24 @@ func (e *Error) Error() string {
 // Unwrap returns the last attempt's error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Timeout reports a call that gave up on time: its Deadline came, or its
+// last attempt timed out (the attempt timeout, a [net.Error] that timed
+// out, [context.DeadlineExceeded]). It makes *Error a timeout to those who
+// ask as net/http's callers do: (*url.Error).Timeout asserts its error's
+// type rather than unwrapping it, so without this method a call through an
+// http.Client that gave up after attempts that timed out would not look
+// like one, where a plain http.Transport's error does.
+func (e *Error) Timeout() bool {
+	if e.Reason == ReasonDeadline || errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	if _, ok := errors.AsType[*attemptTimeoutError](e.Err); ok {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](e.Err)
+	return ok && ne.Timeout()
+}
+
 // IsRetryable reports whether err may pass on a second try. It is the
 // default Policy.Retryable.
 //

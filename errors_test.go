@@ -333,3 +333,28 @@ func TestStatusMessageMatchesStandardNames(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorTimeout: a call that gave up on time is a timeout to callers
+// who ask as net/http's do, through (*url.Error).Timeout; one that gave up
+// on anything else is not.
+func TestErrorTimeout(t *testing.T) {
+	t.Parallel()
+	netTimeout := &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name string
+		err  *retry.Error
+		want bool
+	}{
+		{"the Deadline", &retry.Error{Reason: retry.ReasonDeadline, Attempts: 2, Err: errors.New("503")}, true},
+		{"attempts that timed out", &retry.Error{Reason: retry.ReasonMaxAttempts, Attempts: 3, Err: context.DeadlineExceeded}, true},
+		{"a net.Error that timed out", &retry.Error{Reason: retry.ReasonMaxAttempts, Attempts: 3, Err: netTimeout}, true},
+		{"a refused connection", &retry.Error{Reason: retry.ReasonMaxAttempts, Attempts: 3, Err: syscall.ECONNREFUSED}, false},
+		{"the Budget", &retry.Error{Reason: retry.ReasonBudget, Attempts: 1, Err: errors.New("503")}, false},
+	}
+	for _, tt := range tests {
+		ue := &url.Error{Op: "Get", URL: "http://api.example/", Err: tt.err}
+		if got := ue.Timeout(); got != tt.want {
+			t.Errorf("%s: (*url.Error).Timeout() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/retrykit/retry/interop/anthropicsuite
+
+go 1.26

@@ -72,6 +72,10 @@ const deepCut = 70
 // limit has yet shown how long a slot is held.
 const blindCool = 25 * time.Millisecond
 
+// maxHoldSample bounds the time in a slot that counts in the mean time a
+// slot is held.
+const maxHoldSample = 5 * time.Minute
+
 // maxLimit bounds a learned limit. It rises only while full, so only
 // callers many enough to fill it bring it near.
 const maxLimit = 1 << 16
@@ -145,11 +149,14 @@ func (c *limiter) admit(now int64) {
 	}
 }
 
-// release frees a slot taken at since, and hands it on.
+// release frees a slot whose request was sent at since, and hands it on.
+// A success's time in the slot teaches how long the server holds one; a
+// time out of range (a clock that stepped, a stream kept open for an
+// hour) teaches nothing.
 func (c *limiter) release(since, now int64, success bool) {
 	c.inflight--
-	if success && now > since {
-		if d := now - since; c.hold == 0 {
+	if d := now - since; success && d > 0 && d <= int64(maxHoldSample) {
+		if c.hold == 0 {
 			c.hold = d
 		} else {
 			c.hold += (d - c.hold) / 8
@@ -165,7 +172,7 @@ func (c *limiter) refused(t *paceTicket, now int64) {
 	// would meet the same refusal. Before any success has timed a slot,
 	// the pause doubles with each refusal.
 	if c.hold > 0 {
-		c.cool = max(c.cool, now+c.hold/int64(c.limit))
+		c.cool = max(c.cool, now+min(c.hold/int64(c.limit), int64(time.Second)))
 	} else {
 		c.blind = min(max(2*c.blind, int64(blindCool)), int64(time.Second))
 		c.cool = max(c.cool, now+c.blind)
@@ -262,17 +269,24 @@ func (c *limiter) state(limit float64, now int64) {
 	c.admit(now)
 }
 
-// overloaded reports an answer that says the server is overloaded: a 503,
-// a 529, or an event stream's error event standing for one of them.
-func overloaded(resp *http.Response, err error) bool {
+// overloaded reports an answer that says the server is overloaded, by
+// Pacer.Overloaded: its status, or, for an event stream's error event, the
+// status the event stands for.
+func (p *Pacer) overloaded(resp *http.Response, err error) bool {
+	code := 0
 	if err != nil {
-		var se *retry.StreamError
-		return errors.As(err, &se) && overloadStatus(se.Status)
+		if se, ok := errors.AsType[*retry.StreamError](err); ok {
+			code = se.Status
+		}
+	} else if resp != nil {
+		code = resp.StatusCode
 	}
-	return resp != nil && overloadStatus(resp.StatusCode)
-}
-
-func overloadStatus(code int) bool {
+	if code < 400 {
+		return false
+	}
+	if p.Overloaded != nil {
+		return p.Overloaded(code)
+	}
 	return code == http.StatusServiceUnavailable || code == wire.StatusOverloaded
 }
 

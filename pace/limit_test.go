@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 type busyServer struct {
 	service time.Duration
 	stream  bool // answer a text/event-stream, served as the body is read
+	state   int  // when positive, every answer states this limit in the IETF fields
 
 	mu       sync.Mutex
 	capacity int
@@ -49,12 +51,24 @@ func (s *busyServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.mu.Unlock()
 	if s.stream {
 		h := http.Header{"Content-Type": {"text/event-stream"}}
+		stateLimitIn(h, s.state)
 		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: &servedStream{s: s, left: s.service}, Request: req}, nil
 	}
 	time.Sleep(s.service)
 	s.free()
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+	h := http.Header{"Content-Type": {"application/json"}}
+	stateLimitIn(h, s.state)
+	return &http.Response{StatusCode: http.StatusOK, Header: h,
 		Body: io.NopCloser(strings.NewReader(`{"type":"message"}`)), Request: req}, nil
+}
+
+// stateLimitIn states a concurrency limit of n in h, as the IETF fields
+// do; nothing when n is not positive.
+func stateLimitIn(h http.Header, n int) {
+	if n > 0 {
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"conc";q=%d;qu="concurrent-requests"`, n))
+		h.Set("RateLimit", `"conc";r=0`)
+	}
 }
 
 func (s *busyServer) free() {
@@ -259,7 +273,9 @@ func TestLimitQueueFirstComeFirstServed(t *testing.T) {
 			mu.Lock()
 			order = append(order, len(order))
 			mu.Unlock()
-			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			h := http.Header{}
+			stateLimitIn(h, 1) // the server keeps stating it, so that it holds
+			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: req}, nil
 		})
 		tr := &retry.Transport{Base: base, Pacer: p}
 		var wg sync.WaitGroup
@@ -302,6 +318,7 @@ func stateLimit(p *Pacer, n int) *paceKey {
 	k.conc = newLimiter()
 	k.conc.state(float64(n), 0)
 	k.mu.Unlock()
+	k.limited.Store(true)
 	p.limited.Store(true)
 	return k
 }
@@ -342,7 +359,9 @@ func TestLimitWaitIsAPacingWait(t *testing.T) {
 			if sent.Add(1) == 1 {
 				<-release
 			}
-			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			h := http.Header{}
+			stateLimitIn(h, 1)
+			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: req}, nil
 		})
 		var outcomes []retry.Outcome
 		tr := &retry.Transport{Base: base, Pacer: p, Policy: retry.Policy{Deadline: time.Minute, OnDone: func(o retry.Outcome) {
@@ -438,7 +457,7 @@ func TestLimitWaitIsAPacingWait(t *testing.T) {
 // its body is read to the end, or closed.
 func TestLimitEventStreamHoldsItsSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := &busyServer{capacity: 1, service: time.Second, stream: true}
+		srv := &busyServer{capacity: 1, service: time.Second, stream: true, state: 1}
 		p := &Pacer{}
 		k := stateLimit(p, 1)
 		tr := llmTransport(srv, p)
@@ -581,4 +600,98 @@ func TestLimitRetryAfterHoldsTheKey(t *testing.T) {
 			t.Errorf("a call after the hold waited %v, want none", d)
 		}
 	})
+}
+
+// TestLimitOverloadedDecides: Pacer.Overloaded says which statuses are
+// overload; one that says none keeps every key free of a limit.
+func TestLimitOverloadedDecides(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		overloaded func(int) bool
+		status     int
+		want       bool
+	}{
+		{"a 503 by default", nil, 503, true},
+		{"a 529 by default", nil, 529, true},
+		{"a 500 by default", nil, 500, false},
+		{"a 503 when only 529 says it", func(code int) bool { return code == 529 }, 503, false},
+		{"a 529 when nothing says it", func(int) bool { return false }, 529, false},
+	} {
+		p := &Pacer{Overloaded: tt.overloaded}
+		resp := overloadedResponse(nil)
+		resp.StatusCode = tt.status
+		tr := &retry.Transport{Base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp.Request = req
+			return resp, nil
+		}), Pacer: p, Policy: retry.Policy{MaxAttempts: 1}}
+		r, err := post(context.Background(), tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Body.Close()
+		if got := limitOf(t, p) > 0; got != tt.want {
+			t.Errorf("%s: a limit learned = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLimitStatedOnlyWhileStated: a limit the server stated holds while it
+// states it; once answers come without it, the limit is learned again.
+func TestLimitStatedOnlyWhileStated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &busyServer{capacity: 100, service: 100 * time.Millisecond, state: 2}
+		p := &Pacer{}
+		tr := llmTransport(srv, p)
+		callers(tr, 10, 5*time.Second)
+		if l := limitOf(t, p); l != 2 {
+			t.Fatalf("limit = %d while the server states 2, want 2", l)
+		}
+		srv.state = 0
+		callers(tr, 10, 10*time.Second)
+		if l := limitOf(t, p); l <= 2 {
+			t.Errorf("limit = %d after the server stopped stating it, with room for 100, want it to grow", l)
+		}
+	})
+}
+
+// TestLimitTimesSlotsSanely: a slot held for an hour (a stream kept open)
+// or by a clock that stepped back teaches nothing of how long slots are
+// held, and the pause after a refusal never passes a second; an answer
+// that is neither a success nor overload does not raise the limit.
+func TestLimitTimesSlotsSanely(t *testing.T) {
+	c := newLimiter()
+	c.inflight = 2
+	c.release(0, int64(time.Hour), true)
+	c.release(int64(time.Second), 0, true)
+	if c.hold != 0 {
+		t.Errorf("hold = %v after an hour-long slot and one timed backwards, want none learned", time.Duration(c.hold))
+	}
+	c.hold = int64(10 * time.Minute) // as a pre-clamp sample could have made it
+	c.seen = true
+	c.inflight = 1
+	var tk paceTicket
+	c.occupy(&tk, 0)
+	c.refused(&tk, 0)
+	if c.cool > int64(time.Second) {
+		t.Errorf("the pause after a refusal ends at %v, want at most 1s", time.Duration(c.cool))
+	}
+
+	p := &Pacer{}
+	k := stateLimit(p, 1) // one slot: every request fills it
+	k.mu.Lock()
+	k.conc.stated, k.conc.probing, k.conc.safe = false, true, 1
+	before := k.conc.limit
+	k.mu.Unlock()
+	for range 20 {
+		req, _ := http.NewRequest(http.MethodGet, "https://api.anthropic.example/", nil)
+		req.Header.Set("X-Api-Key", "sk-test")
+		r, _ := p.Reserve(req, 1, nil, time.Minute)
+		r.(retry.Queued).Turn(nil, time.Minute)
+		r.Done(req, &http.Response{StatusCode: 502, Header: http.Header{"X": {"y"}}, Body: http.NoBody}, nil, nil, 0, time.Minute)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conc.limit != before || k.conc.safe != 1 || k.conc.inflight != 0 {
+		t.Errorf("after 20 502s: limit %d (was %d), safe %d, %d in flight; want them unchanged and none in flight", k.conc.limit, before, k.conc.safe, k.conc.inflight)
+	}
 }

@@ -41,6 +41,17 @@ type Pacer struct {
 	// requests are paced.
 	Cost func(*http.Request) int64
 
+	// Overloaded reports whether an answer of the given status says the
+	// server is overloaded: from the first such answer on, the key has a
+	// limit on the requests in flight, learned from them (see the package
+	// documentation). For an event stream's error event met before its
+	// output, it is given the status the event stands for (529 for
+	// Anthropic's overloaded_error). Nil means 503 and 529. A server whose
+	// 503s say something else (a failing backend behind a balancer) is
+	// better served by one that says 529 only; one that returns false
+	// learns no limit.
+	Overloaded func(status int) bool
+
 	// OnWait is called before each wait the Pacer imposes, for logging
 	// and metrics; Policy.OnRetry is not called for these waits. It must
 	// not block for long. Nil means none; LogWaits returns one that logs.
@@ -99,7 +110,8 @@ type paceKey struct {
 	inflight int   // requests granted whose response has not come
 	used     int64 // Unix nanoseconds: the last reservation; the least recently used key is forgotten first
 	resource string
-	conc     *limiter // the concurrency limit, from the first overload on; nil before
+	conc     *limiter    // the concurrency limit, from the first overload on; nil before
+	limited  atomic.Bool // conc is set: read without the lock
 }
 
 // paceTicket is one attempt's dealings with a Pacer: what it reserved,
@@ -190,8 +202,8 @@ func (p *Pacer) reserveKey(t *paceTicket, req *http.Request, k *paceKey, store b
 	*t = paceTicket{}
 	if store {
 		if wait, hinted, ok := p.storeReserve(t, req, p.cost(req), room); ok {
-			if k = p.lookup(req); k != nil {
-				p.limitStored(t, k, wait, clock)
+			if k = p.lookup(req); k != nil && k.limited.Load() {
+				wait = p.limitStored(t, k, wait, clock)
 			}
 			return wait, hinted
 		}
@@ -220,18 +232,20 @@ func (p *Pacer) reserveKey(t *paceTicket, req *http.Request, k *paceKey, store b
 }
 
 // limitStored puts t, whose wait of wait the Store set, under k's
-// concurrency limit, if k has one: the limit is each process's own.
-func (p *Pacer) limitStored(t *paceTicket, k *paceKey, wait time.Duration, clock clockwork.Clock) {
+// concurrency limit, if k has one: the limit is each process's own. It
+// returns the wait, which the limit's pause after a refusal may lengthen.
+func (p *Pacer) limitStored(t *paceTicket, k *paceKey, wait time.Duration, clock clockwork.Clock) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.conc == nil {
-		return
+		return wait
 	}
 	t.k, t.store = k, true
 	k.inflight++
 	if wait <= 0 {
-		k.grant(t, 0, pacerNow(clock))
+		wait, _ = k.grant(t, 0, pacerNow(clock))
 	}
+	return wait
 }
 
 // grant ends a look at t's buckets at now, whose wait they say is wait: it
@@ -264,8 +278,8 @@ func (k *paceKey) admits(t *paceTicket, now int64) bool {
 // how long that is expected to take.
 func (p *Pacer) turn(t *paceTicket, clock clockwork.Clock) (chan struct{}, time.Duration) {
 	k := t.k
-	if k == nil {
-		return nil, 0
+	if k == nil || !k.limited.Load() {
+		return nil, 0 // no limit: no lock
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -327,6 +341,9 @@ func (k *paceKey) send(t *paceTicket, now int64) {
 	if t.took[1] {
 		t.tok = k.tokens.send(t.cost, now)
 	}
+	if t.slot {
+		t.since = now // a slot is timed from the send, not from a wait it was handed over for
+	}
 	t.sent = true
 }
 
@@ -378,9 +395,9 @@ func (p *Pacer) release(t *paceTicket, clock clockwork.Clock) {
 // when positive, is the Retry-After (jittered) for which every caller of
 // the key waits; room is as for reserve.
 func (p *Pacer) observe(t *paceTicket, req *http.Request, resp *http.Response, err error, clock clockwork.Clock, hold, room time.Duration) {
-	over := overloaded(resp, err)
+	over := p.overloaded(resp, err)
 	// limited: the answer may teach a concurrency limit, or end a slot.
-	limited := over || t.slot || p.limited.Load()
+	limited := over || t.slot || (p.limited.Load() && (t.k == nil || t.k.limited.Load()))
 	h := resp.Header
 	if len(h) == 0 && !limited {
 		p.release(t, clock)
@@ -426,29 +443,33 @@ func (p *Pacer) limit(k *paceKey, t *paceTicket, resp *http.Response, err error,
 		}
 		c = newLimiter()
 		k.conc = c
+		k.limited.Store(true)
 		p.limited.Store(true)
 	}
 	if o.concurrent > 0 {
 		c.state(o.concurrent, now)
+	} else if c.stated {
+		c.stated = false // a server that no longer states it: the limit is learned from here
 	}
+	ok := err == nil && resp.StatusCode < 400
 	if !t.slot {
-		if !over {
+		if ok {
 			c.served(now) // a request sent before the limit was
 		}
 		return
 	}
 	t.slot = false
-	if over {
+	switch {
+	case over:
 		c.refused(t, now)
-		c.release(t.since, now, false)
-		return
+	case ok:
+		c.succeeded(t, now)
+		if streamed(resp) {
+			resp.Body = &slotBody{ReadCloser: resp.Body, k: k, since: t.since, clock: clock}
+			return
+		}
 	}
-	c.succeeded(t, now)
-	if err == nil && streamed(resp) {
-		resp.Body = &slotBody{ReadCloser: resp.Body, k: k, since: t.since, clock: clock}
-		return
-	}
-	c.release(t.since, now, true)
+	c.release(t.since, now, ok)
 }
 
 // learn moves k to the observation o and the Retry-After block at now,

@@ -83,7 +83,7 @@ func (r *reservation) Turn(clock clockwork.Clock, room time.Duration) (<-chan st
 	if turn == nil {
 		return nil, 0
 	}
-	if f := r.p.OnWait; f != nil && est < room {
+	if f := r.p.OnWait; f != nil && est > 0 && est < room {
 		f(Event{Attempt: r.attempt, Delay: est, Host: wire.Host(r.req), Slot: true})
 	}
 	return turn, est

@@ -14,7 +14,9 @@ import (
 // slog.Default()) at level Warn, with the attempt that failed, the delay,
 // where the delay came from ("backoff" or "retry-after"), the host, the
 // HTTP status and the server's request id when there were ones, and the
-// error. A retry that is not made is no Event: LogOutcomes logs those.
+// error. A retry that is not made is no Event: LogOutcomes logs those. A
+// hedge (Event.Hedge) is logged at level Debug as "hedging", with the
+// attempt about to be sent and the wait before it.
 //
 // It never logs request headers or bodies, and it strips the query and
 // user information from a URL in the error, since API keys travel there
@@ -24,6 +26,11 @@ func LogRetries(logger *slog.Logger) func(Event) {
 		logger = slog.Default()
 	}
 	return func(e Event) {
+		if e.Hedge { // a hedge is routine, and sent often: Debug
+			attrs := failureAttrs([]slog.Attr{slog.Int("attempt", e.Attempt+1), slog.Duration("after", e.Delay)}, e.Request, e.Err)
+			logger.LogAttrs(context.Background(), slog.LevelDebug, "hedging", attrs...)
+			return
+		}
 		source := "backoff"
 		if e.FromRetryAfter {
 			source = "retry-after"

@@ -33,6 +33,9 @@ type Outcome struct {
 	// attempts, in all; zero without a Pacer.
 	Waited time.Duration
 
+	// Hedges is how many of the Attempts were hedges (see Policy.Hedge).
+	Hedges int
+
 	// Err is what the call returned: nil on success and, for a Transport,
 	// whenever it returned a response, whatever its status.
 	Err error
@@ -50,7 +53,7 @@ type Outcome struct {
 // err. req is the Transport's request, or nil.
 func (l *loop) done(req *http.Request, err error) error {
 	if l.p.OnDone != nil {
-		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Waited: l.paced, Err: err, Last: l.last,
+		l.p.OnDone(Outcome{Attempts: l.attempt, Slept: l.slept, Reason: l.reason, Waited: l.paced, Hedges: l.hedges, Err: err, Last: l.last,
 			Request: req, Context: l.ctx})
 	}
 	return err

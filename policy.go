@@ -89,6 +89,11 @@ type Policy struct {
 	// attempt by a Policy with a negative field. It must not block for
 	// long. Nil means none, and then nothing is measured.
 	OnDone func(Outcome)
+
+	// Hedge, when its Max is positive, sends a second copy of an attempt
+	// that is slow to answer, and takes the first answer (see Hedge). The
+	// zero Hedge sends none.
+	Hedge Hedge
 }
 
 // Event describes one retry, for Policy.OnRetry.
@@ -108,6 +113,13 @@ type Event struct {
 	// Request is the Transport's request (the caller's, never an
 	// attempt's copy); nil for Do. A hook must not modify it.
 	Request *http.Request
+
+	// Hedge reports a hedge (see Policy.Hedge), not a retry: a copy of
+	// the attempt about to be sent while Attempt attempts are in flight or
+	// failed. Delay is then the time waited since the last attempt was
+	// sent, and Err the failure that sends it at once, or nil when the
+	// delay has passed.
+	Hedge bool
 }
 
 // Do calls fn until it succeeds, by the rules of p, and returns its result.
@@ -139,10 +151,15 @@ func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, e
 		if err != nil {
 			return zero, l.done(nil, err)
 		}
-		var a attemptCtx
-		a.start(ctx, l.attempt, l.began, timeout)
-		v, err := fn(&a)
-		a.release()
+		var v T
+		if p.Hedge.Max > 0 {
+			v, err = hedgeDo(&l, timeout, fn)
+		} else {
+			var a attemptCtx
+			a.start(ctx, l.attempt, l.began, timeout)
+			v, err = fn(&a)
+			a.release()
+		}
 		if err == nil {
 			return v, l.done(nil, nil)
 		}
@@ -162,6 +179,7 @@ type loop struct {
 	reason  Reason    // why retrying stopped without success, if it did
 	slept   time.Duration
 	paced   time.Duration // the Pacer's waits, in all
+	hedges  int           // hedges sent
 	waited  bool          // the call has waited since start: for a sleep, the Pacer or its store
 	held    time.Duration // the Retry-After for which the Pacer holds the key, from the last response; 0: none
 	drawn   time.Duration // held, jittered: one draw for the Pacer's hold and the sleep
@@ -437,6 +455,9 @@ func (p *Policy) validate() error {
 	case p.RetryAfterJitter < 0 || math.IsNaN(p.RetryAfterJitter) || math.IsInf(p.RetryAfterJitter, 0):
 		return fmt.Errorf("%w: RetryAfterJitter is %v; it must be a finite fraction, 0 or more",
 			ErrInvalidPolicy, p.RetryAfterJitter)
+	}
+	if err := p.Hedge.validate(); err != nil {
+		return err
 	}
 	return p.Budget.validate() // nil-safe
 }

@@ -246,7 +246,11 @@ func (c *call) attempt() (resp *http.Response, done bool, err error) {
 		areq.GetBody = nil
 	}
 	c.body = nil
-	resp, err = c.base.RoundTrip(areq)
+	if c.hedgeable() {
+		resp, err = c.hedge(areq)
+	} else {
+		resp, err = c.base.RoundTrip(areq)
+	}
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}

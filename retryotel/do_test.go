@@ -262,3 +262,16 @@ func TestOddRequests(t *testing.T) {
 		})
 	}
 }
+
+func TestHedgesCountedApart(t *testing.T) {
+	tel := newTelemetry(t)
+	p := retryotel.Instrument(retry.Policy{}, tel.config())
+	p.OnDone(retry.Outcome{Attempts: 3, Hedges: 2, Context: context.Background()})
+	p.OnDone(retry.Outcome{Attempts: 2, Context: context.Background()})
+	want := []string{
+		"retry.client.call.hedges{} value=2",
+		"retry.client.call.retries{} count=2 sum=1",
+		"retry.client.call.retry_delay{} count=2 sum=0",
+	}
+	tel.checkPoints(t, want)
+}

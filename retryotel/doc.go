@@ -31,11 +31,12 @@
 //
 // Recorded once per call, when it ends, on the meter named [ScopeName]:
 //
-//	retry.client.call.retries          histogram {retry}  retries made (attempts - 1)
+//	retry.client.call.retries          histogram {retry}  retries made (attempts - 1 - hedges)
 //	retry.client.call.retry_delay      histogram s        time slept between attempts
 //	retry.client.call.give_ups         counter   {call}   calls that gave up, by retry.reason
 //	retry.client.call.budget_refusals  counter   {call}   calls whose retry the Budget refused
 //	retry.client.call.pacer_wait       histogram s        time waited for the Pacer, calls that waited
+//	retry.client.call.hedges           counter   {hedge}  hedges sent (Policy.Hedge); not retries
 //
 // Their attributes are server.address and http.request.method for a
 // Transport's call, and error.type when the call failed, as above; nothing

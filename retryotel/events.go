@@ -9,6 +9,7 @@ import (
 // The span events written on the caller's span, and their attributes.
 const (
 	eventRetry  = "retry"
+	eventHedge  = "retry.hedge"
 	eventGiveUp = "retry.give_up"
 
 	keyAttempt        = attribute.Key("retry.attempt")
@@ -18,7 +19,9 @@ const (
 )
 
 // retryEvent adds a "retry" event to the caller's span: which attempt
-// failed, why, and how long the call sleeps before the next. The attempt's
+// failed, why, and how long the call sleeps before the next; or, for a
+// hedge, a "retry.hedge" event: the attempt about to be sent, the wait
+// since the last, and the failure that sent it at once, if one did. The attempt's
 // own span has ended by then, and the sleep belongs to the call, not to
 // either attempt, so the caller's span is the one that can tell it.
 func retryEvent(ev retry.Event) {
@@ -27,6 +30,15 @@ func retryEvent(ev retry.Event) {
 	}
 	span := trace.SpanFromContext(ev.Context)
 	if !span.IsRecording() {
+		return
+	}
+	if ev.Hedge { // a hedge: the attempt about to go, after what wait, and the failure that sent it at once
+		kv := [3]attribute.KeyValue{keyAttempt.Int(ev.Attempt + 1), keyDelay.Float64(ev.Delay.Seconds())}
+		n := 2
+		if ev.Err != nil {
+			kv[2], n = keyErrorType.String(errorType(ev.Err)), 3
+		}
+		span.AddEvent(eventHedge, trace.WithAttributes(kv[:n]...))
 		return
 	}
 	kv := [4]attribute.KeyValue{

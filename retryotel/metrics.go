@@ -25,6 +25,7 @@ const (
 	nameGiveUps  = "retry.client.call.give_ups"
 	nameRefusals = "retry.client.call.budget_refusals"
 	nameWaits    = "retry.client.call.pacer_wait"
+	nameHedges   = "retry.client.call.hedges"
 )
 
 // The attribute keys. The first three are the OpenTelemetry semantic
@@ -52,6 +53,7 @@ type metrics struct {
 	giveUps  metric.Int64Counter
 	refusals metric.Int64Counter
 	waits    metric.Float64Histogram
+	hedges   metric.Int64Counter
 }
 
 // newMetrics creates the instruments on mp's meter (nil: the global
@@ -80,8 +82,11 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 		metric.WithDescription("Calls whose retry the retry budget refused."))
 	handle(err)
 	m.waits, err = meter.Float64Histogram(nameWaits, metric.WithUnit("s"),
-		metric.WithDescription("Time the call waited for the rate-limit pacer, in all; calls that did not wait are not recorded."),
+		metric.WithDescription("Time the call waited for the pacer (rate limits, and slots under a concurrency limit), in all; calls that did not wait are not recorded."),
 		metric.WithExplicitBucketBoundaries(secondsBounds...))
+	handle(err)
+	m.hedges, err = meter.Int64Counter(nameHedges, metric.WithUnit("{hedge}"),
+		metric.WithDescription("Hedges sent: copies of an attempt that was slow to answer."))
 	handle(err)
 	return &m
 }
@@ -96,7 +101,7 @@ func handle(err error) {
 // a no-op provider costs no attribute set.
 func (m *metrics) enabled(ctx context.Context) bool {
 	return m.retries.Enabled(ctx) || m.delay.Enabled(ctx) || m.giveUps.Enabled(ctx) ||
-		m.refusals.Enabled(ctx) || m.waits.Enabled(ctx)
+		m.refusals.Enabled(ctx) || m.waits.Enabled(ctx) || m.hedges.Enabled(ctx)
 }
 
 // record reports the end of one call.
@@ -111,7 +116,10 @@ func (m *metrics) record(o retry.Outcome) {
 	var buf [4]attribute.KeyValue
 	kv := callAttributes(buf[:0], o)
 	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
-	m.retries.Record(ctx, int64(max(0, o.Attempts-1)), opt)
+	m.retries.Record(ctx, int64(max(0, o.Attempts-1-o.Hedges)), opt) // a hedge is no retry
+	if o.Hedges > 0 {
+		m.hedges.Add(ctx, int64(o.Hedges), opt)
+	}
 	m.delay.Record(ctx, o.Slept.Seconds(), opt)
 	if o.Waited > 0 {
 		m.waits.Record(ctx, o.Waited.Seconds(), opt)

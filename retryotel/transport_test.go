@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +277,38 @@ func TestRecipeKeepsDialErrorsRetryable(t *testing.T) {
 		"retry.client.call.retry_delay{error.type=*net.OpError,http.request.method=POST,server.address=127.0.0.1} count=1 sum=1.5",
 	}
 	tel.checkPoints(t, want)
+}
+
+// TestTransportHedgeSpansAndMetrics: a hedge has a CLIENT span of its own,
+// marked as a resend, a "retry.hedge" event on the caller's span, and is
+// counted as a hedge, not a retry.
+func TestTransportHedgeSpansAndMetrics(t *testing.T) {
+	tel := newTelemetry(t)
+	// The first attempt is slow; the hedge answers.
+	srv := retrytest.NewServer(t, retrytest.Step{Delay: 5 * time.Second}, retrytest.Status(200))
+	p := retry.Policy{Hedge: retry.Hedge{Max: 1, Delay: 20 * time.Millisecond}}
+	status, caller := call(t, tel, srv, p)
+	if status != http.StatusOK {
+		t.Fatalf("status = %d, want 200", status)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(attemptSpans(tel)) < 2 && time.Now().Before(deadline) { // the loser's span ends when it is cancelled
+		time.Sleep(time.Millisecond)
+	}
+	var counts []string
+	for _, s := range attemptSpans(tel) {
+		counts = append(counts, resendCount(s))
+	}
+	slices.Sort(counts)
+	if diff := cmp.Diff([]string{"1", "absent"}, counts); diff != "" {
+		t.Errorf("resend counts of the attempt spans (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"retry.hedge{retry.attempt=2,retry.delay=0.02}"}, events(caller)); diff != "" {
+		t.Errorf("caller's span events (-want +got):\n%s", diff)
+	}
+	tel.checkPoints(t, []string{
+		"retry.client.call.hedges{http.request.method=GET,server.address=127.0.0.1} value=1",
+		"retry.client.call.retries{http.request.method=GET,server.address=127.0.0.1} count=1 sum=0",
+		"retry.client.call.retry_delay{http.request.method=GET,server.address=127.0.0.1} count=1 sum=0",
+	})
 }

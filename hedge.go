@@ -74,9 +74,9 @@ type HedgeDelay struct {
 
 // The memory of a HedgeDelay.
 const (
-	hedgeOutcomes = 64   // hedged calls remembered, about
-	hedgeMinWins  = 0.1  // below this share of hedges that win, hedges are probes only
-	hedgeProbe    = 20   // then one hedge in this many is sent
+	hedgeOutcomes = 64  // hedged calls remembered, about
+	hedgeMinWins  = 0.1 // below this share of hedges that win, hedges are probes only
+	hedgeProbe    = 20  // then one hedge in this many is sent
 
 	hedgeSamples = 256 // kept per host
 	hedgeLearn   = 32  // needed before a delay is learned; also how often it is learned again

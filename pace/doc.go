@@ -27,6 +27,15 @@
 // order, and never up past it. A key with nothing learned is not paced,
 // and costs next to nothing.
 //
+// Overload. A server that is full answers 529 or 503 (Pacer.Overloaded
+// says which), or an overloaded_error event at the start of a stream, and
+// announces nothing. From the first such answer on, a key has a limit on
+// the requests in flight, learned from those answers (see limit.go for the
+// rules), and a request beyond it waits for a slot, first come, first
+// served, as it waits for a bucket; a server that states the limit (the
+// IETF quota unit concurrent-requests) sets it. A key never overloaded has
+// no limit, and pays nothing for it.
+//
 // Values that cannot be true are ignored, not believed: a reset or a
 // Retry-After more than a day away, a limit of 0, a remaining count above
 // the limit, a negative or unparseable number. A response without

@@ -248,6 +248,10 @@ func BenchmarkSuccessMem(b *testing.B) {
 	b.Run("floor", run(floorRT{base: &memRT{}, ctx: ctx}))
 	b.Run("stdtimeout", run(timeoutRT{base: &memRT{}}))
 	b.Run("retry", run(retry.NewTransport(&memRT{}, retry.Policy{})))
+	// A call that may be hedged, answered before the delay: the cost of
+	// the race (a goroutine, a timer, the attempt's own context) when no
+	// hedge is sent.
+	b.Run("hedged", run(retry.NewTransport(&memRT{}, retry.Policy{Hedge: retry.Hedge{Max: 1, Delay: time.Second}})))
 }
 
 // loopback is an HTTP/1.1 server on 127.0.0.1 that answers 200 with a small
@@ -331,6 +335,13 @@ func withRetry(rt http.RoundTripper) http.RoundTripper {
 func BenchmarkSuccessLoopback(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { loopbackRun(b, false, bare) })
 	b.Run("retry", func(b *testing.B) { loopbackRun(b, false, withRetry) })
+	b.Run("hedged", func(b *testing.B) { loopbackRun(b, false, withHedge) })
+}
+
+// withHedge is withRetry with a hedge after a second: on loopback it is
+// never sent, so this is what the race costs a call.
+func withHedge(rt http.RoundTripper) http.RoundTripper {
+	return retry.NewTransport(rt, retry.Policy{Hedge: retry.Hedge{Max: 1, Delay: time.Second}})
 }
 
 // BenchmarkPairedLoopback is SuccessLoopback measured in pairs: every

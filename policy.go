@@ -134,6 +134,11 @@ type Event struct {
 // without another attempt, an error for which errors.Is(err, ctx.Err())
 // holds. A nil fn or a Policy with a negative field is an error, returned
 // before any attempt. A nil ctx counts as context.Background().
+//
+// With Policy.Hedge, an attempt that has not returned after the hedge's
+// delay is joined by another call of fn, concurrently: fn must be safe to
+// run so. The first success wins; the others' contexts are cancelled and
+// their results dropped.
 func Do[T any](ctx context.Context, p Policy, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if fn == nil {

@@ -333,3 +333,91 @@ func (b *slotBody) free() {
 		k.mu.Unlock()
 	}
 }
+
+// limitStored puts t, whose wait of wait the Store set, under k's
+// concurrency limit, if k has one: the limit is each process's own. It
+// returns the wait, which the limit's pause after a refusal may lengthen.
+func (p *Pacer) limitStored(t *paceTicket, k *paceKey, wait time.Duration, clock clockwork.Clock) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conc == nil {
+		return wait
+	}
+	t.k, t.store = k, true
+	k.inflight++
+	if wait <= 0 {
+		wait, _ = k.grant(t, 0, pacerNow(clock))
+	}
+	return wait
+}
+
+// admits reports that t may go as far as k's concurrency limit says, giving
+// it a slot when it needs one and one is free. When it says no, the
+// Transport asks for t's turn (see turn). k.mu is held.
+func (k *paceKey) admits(t *paceTicket, now int64) bool {
+	c := k.conc
+	return c == nil || t.slot || c.take(t, now)
+}
+
+// turn is t's place in the queue for a slot under its key's concurrency
+// limit: nil when t may go, else the channel closed when it gets one, and
+// how long that is expected to take.
+func (p *Pacer) turn(t *paceTicket, clock clockwork.Clock) (chan struct{}, time.Duration) {
+	k := t.k
+	if k == nil || !k.limited.Load() {
+		return nil, 0 // no limit: no lock
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.conc
+	if c == nil || t.slot || t.sent {
+		return nil, 0
+	}
+	if now := pacerNow(clock); c.take(t, now) {
+		k.send(t, now)
+		return nil, 0
+	}
+	return c.enqueue(t)
+}
+
+// limit teaches k's concurrency limit what the answer to t's attempt said
+// at now, and frees t's slot, or, for an event stream, leaves it to the
+// stream's end.
+func (p *Pacer) limit(k *paceKey, t *paceTicket, resp *http.Response, err error, over bool, o *rateObs, clock clockwork.Clock, now int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.conc
+	if c == nil {
+		if !over && o.concurrent == 0 {
+			return // the key has no limit, and this answer sets none
+		}
+		c = newLimiter()
+		k.conc = c
+		k.limited.Store(true)
+		p.limited.Store(true)
+	}
+	if o.concurrent > 0 {
+		c.state(o.concurrent, now)
+	} else if c.stated {
+		c.stated = false // a server that no longer states it: the limit is learned from here
+	}
+	ok := err == nil && resp.StatusCode < 400
+	if !t.slot {
+		if ok {
+			c.served(now) // a request sent before the limit was
+		}
+		return
+	}
+	t.slot = false
+	switch {
+	case over:
+		c.refused(t, now)
+	case ok:
+		c.succeeded(t, now)
+		if streamed(resp) {
+			resp.Body = &slotBody{ReadCloser: resp.Body, k: k, since: t.since, clock: clock}
+			return
+		}
+	}
+	c.release(t.since, now, ok)
+}

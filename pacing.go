@@ -65,6 +65,9 @@ type Reservation interface {
 // error. Either way the Reservation is cancelled. The wait is not a Sleep:
 // Policy.Sleep is not called for it.
 type Queued interface {
+	// Turn returns nil when the attempt may go now, or the channel closed
+	// when its turn comes and how long that is expected to take; clock
+	// and room are as for Pacer.Reserve.
 	Turn(clock clockwork.Clock, room time.Duration) (turn <-chan struct{}, est time.Duration)
 }
 
